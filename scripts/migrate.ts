@@ -1,0 +1,18 @@
+// npm run migrate: apply pending migrations to the configured database and exit.
+import { ConfigError, loadConfig } from '../src/config.js';
+import { createDatabase } from '../src/db/create-database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+
+try {
+  const config = loadConfig(process.env);
+  const { db, engine } = await createDatabase(config.database);
+  try {
+    const applied = await migrateToLatest(db);
+    console.log(applied.length > 0 ? `${engine}: applied ${applied.join(', ')}` : `${engine}: up to date`);
+  } finally {
+    await db.destroy();
+  }
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : error);
+  process.exit(1);
+}

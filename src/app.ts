@@ -1,0 +1,61 @@
+// buildApp() assembles the service and never listens (STYLE principle 7). Read top to bottom,
+// it is the table of contents: plumbing, then public paths, then each version's resources.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import contentNegotiation from './http/content-negotiation.js';
+import openapi from './http/openapi.js';
+import problems from './http/problems/error-handler.js';
+import requestContext, { genReqId } from './http/request-context.js';
+import { createValidatorCompiler } from './http/validation.js';
+import publicRoutes from './public/index.js';
+import v1 from './versions/v1.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config;
+    db: Kysely<Database>;
+  }
+}
+
+export interface BuildAppOptions {
+  config: Config;
+  db: Kysely<Database>;
+  logger?: FastifyBaseLogger;
+}
+
+export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
+
+export async function buildApp({ config, db, logger }: BuildAppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(logger ? { loggerInstance: logger } : { logger: false }),
+    genReqId,
+    requestIdHeader: false, // genReqId reads and checks X-Request-Id itself
+    // request-context logs one line per request, in place of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    bodyLimit: BODY_LIMIT,
+    trustProxy: config.trustProxy,
+    routerOptions: { maxParamLength: 200 },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(createValidatorCompiler());
+  app.decorate('config', config);
+  app.decorate('db', db);
+
+  // Cross-cutting plugins, one file each.
+  await app.register(requestContext);
+  await app.register(problems);
+  await app.register(contentNegotiation);
+  await app.register(openapi);
+  // Authentication (issue #3) hooks in here, before any resource route.
+
+  // Resources.
+  await app.register(publicRoutes, { prefix: '/api/public' });
+  await app.register(v1, { prefix: '/api/v1' });
+
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,196 @@
+// The runtime contract of DESIGN §1: environment variables over per-NODE_ENV files in config/,
+// validated once at start-up into a frozen Config. loadConfig is pure; only server.ts and the
+// test helper call it, and nothing reads process.env at import time.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Type, type Static, type TSchema } from 'typebox';
+import { Value } from 'typebox/value';
+
+const NODE_ENVS = ['development', 'test', 'production'] as const;
+export type NodeEnv = (typeof NODE_ENVS)[number];
+
+const Port = (description: string) => Type.Integer({ minimum: 0, maximum: 65535, description });
+const Text = (description: string) => Type.String({ minLength: 1, description });
+
+/** Every variable the service reads, with the rule a bad value breaks (used in the error line). */
+export const EnvSchema = Type.Object({
+  NODE_ENV: Type.Union(NODE_ENVS.map((e) => Type.Literal(e)), { description: 'one of development, test, production' }),
+  PORT: Port('an integer from 0 to 65535'),
+  HOST: Text('a host name or address to listen on'),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^(postgres(ql)?://.+|memory://)$', description: 'a postgres:// or postgresql:// URL, or memory://' })),
+  DATA_DIR: Text('a directory path'),
+  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 100, description: 'an integer from 1 to 100' }),
+  CORS_ALLOWED_ORIGINS: Type.String({ description: 'comma-separated origins or origin patterns' }),
+  JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a secret of at least 32 characters' })),
+  JWT_PUBLIC_KEY: Type.Optional(Type.String({ pattern: '-----BEGIN PUBLIC KEY-----', description: 'a PEM public key (-----BEGIN PUBLIC KEY-----)' })),
+  JWT_JWKS_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'an http(s) URL of a JWKS document' })),
+  JWT_ISSUER: Type.Optional(Text('a non-empty issuer')),
+  JWT_AUDIENCE: Type.Optional(Text('a non-empty audience')),
+  BASE_URL: Type.String({ pattern: '^https?://[^/]+(/.*)?$', description: 'an absolute http(s) URL' }),
+  ERROR_TYPE_BASE: Type.String({ pattern: '^[a-zA-Z][a-zA-Z0-9+.-]*:.+', description: 'an absolute URI' }),
+  API_VENDOR: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]*$', description: 'a lowercase media-type vendor name such as resource-api' }),
+  TRUST_PROXY: Type.Boolean({ description: 'true or false' }),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'a pino level (fatal, error, warn, info, debug, trace, silent)' }),
+  LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { description: 'json or pretty' }),
+  METRICS_PORT: Type.Optional(Port('an integer from 0 to 65535')),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, description: 'milliseconds, from 100 to 600000' }),
+});
+type Env = Static<typeof EnvSchema>;
+
+export interface Config {
+  readonly env: NodeEnv;
+  readonly port: number;
+  readonly host: string;
+  readonly database:
+    | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number }
+    | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
+  readonly dataDir: string;
+  readonly corsAllowedOrigins: readonly string[];
+  readonly jwt: {
+    readonly secret: string | undefined;
+    readonly publicKey: string | undefined;
+    readonly jwksUrl: string | undefined;
+    readonly issuer: string | undefined;
+    readonly audience: string | undefined;
+  };
+  readonly baseUrl: string;
+  readonly errorTypeBase: string;
+  readonly apiVendor: string;
+  readonly trustProxy: boolean;
+  readonly logLevel: string;
+  readonly logFormat: 'json' | 'pretty';
+  readonly metricsPort: number | undefined;
+  readonly shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Few pipelined connections beat many on a small machine (see README, Benchmark). */
+export const DEFAULT_POOL_SIZE = 4;
+
+type Source = Record<string, string | undefined>;
+
+/**
+ * Builds the Config from the environment and the per-environment file settings.
+ * An environment variable always wins over a file; an empty variable counts as unset.
+ * Throws ConfigError whose message is one line naming the bad variable.
+ */
+export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readConfigFiles()): Config {
+  const nodeEnv = (nonEmpty(env.NODE_ENV) ?? 'development') as NodeEnv;
+  if (!NODE_ENVS.includes(nodeEnv)) fail('NODE_ENV', EnvSchema.properties.NODE_ENV, env.NODE_ENV);
+  const merged: Source = { ...files[nodeEnv] };
+  for (const [key, value] of Object.entries(env)) if (nonEmpty(value) !== undefined) merged[key] = value;
+
+  const port = merged.PORT ?? '8080';
+  const baseUrl = merged.BASE_URL ?? `http://localhost:${port}`;
+  const raw: Source = {
+    NODE_ENV: nodeEnv,
+    PORT: port,
+    HOST: merged.HOST ?? '127.0.0.1',
+    DATABASE_URL: merged.DATABASE_URL,
+    DATA_DIR: merged.DATA_DIR ?? './data',
+    DATABASE_POOL_SIZE: merged.DATABASE_POOL_SIZE ?? String(DEFAULT_POOL_SIZE),
+    CORS_ALLOWED_ORIGINS: merged.CORS_ALLOWED_ORIGINS ?? '',
+    JWT_SECRET: merged.JWT_SECRET,
+    JWT_PUBLIC_KEY: merged.JWT_PUBLIC_KEY,
+    JWT_JWKS_URL: merged.JWT_JWKS_URL,
+    JWT_ISSUER: merged.JWT_ISSUER,
+    JWT_AUDIENCE: merged.JWT_AUDIENCE,
+    BASE_URL: baseUrl,
+    ERROR_TYPE_BASE: merged.ERROR_TYPE_BASE ?? `${baseUrl.replace(/\/+$/, '')}/api/public/problems`,
+    API_VENDOR: merged.API_VENDOR ?? 'resource-api',
+    TRUST_PROXY: merged.TRUST_PROXY ?? 'false',
+    LOG_LEVEL: merged.LOG_LEVEL ?? 'info',
+    LOG_FORMAT: merged.LOG_FORMAT ?? 'json',
+    METRICS_PORT: merged.METRICS_PORT,
+    SHUTDOWN_TIMEOUT_MS: merged.SHUTDOWN_TIMEOUT_MS ?? '10000',
+  };
+  for (const key of Object.keys(raw)) if (raw[key] === undefined) delete raw[key];
+
+  const parsed = Value.Convert(EnvSchema, raw) as Record<string, unknown>;
+  // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
+  if (!['true', 'false'].includes(String(raw.TRUST_PROXY))) fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
+  for (const error of Value.Errors(EnvSchema, parsed)) {
+    const name = error.instancePath.slice(1).split('/')[0] ?? '';
+    fail(name, (EnvSchema.properties as Record<string, TSchema>)[name], raw[name]);
+  }
+  const e = parsed as Env;
+
+  const origins = e.CORS_ALLOWED_ORIGINS.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  for (const origin of origins) {
+    // DESIGN §1: credentials are allowed, so a wildcard origin is refused outright.
+    if (origin === '*') throw new ConfigError('Invalid configuration: CORS_ALLOWED_ORIGINS must list origins; a lone "*" is refused because credentials are allowed');
+    if (!/^https?:\/\/[^/\s]+$/.test(origin)) {
+      throw new ConfigError(`Invalid configuration: CORS_ALLOWED_ORIGINS entry "${origin}" must be an origin such as https://app.example.com or https://*.example.org`);
+    }
+  }
+  const keyCount = [e.JWT_SECRET, e.JWT_PUBLIC_KEY, e.JWT_JWKS_URL].filter((k) => k !== undefined).length;
+  if (keyCount > 1) throw new ConfigError('Invalid configuration: JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_URL are exclusive; set only one');
+  if (nodeEnv === 'production' && keyCount === 0) {
+    throw new ConfigError('Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production');
+  }
+
+  const databaseUrl = e.DATABASE_URL;
+  return deepFreeze({
+    env: nodeEnv,
+    port: e.PORT,
+    host: e.HOST,
+    database:
+      databaseUrl !== undefined && databaseUrl !== 'memory://'
+        ? { kind: 'postgres', url: databaseUrl, poolSize: e.DATABASE_POOL_SIZE }
+        : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
+    dataDir: e.DATA_DIR,
+    corsAllowedOrigins: origins,
+    jwt: {
+      secret: e.JWT_SECRET,
+      publicKey: e.JWT_PUBLIC_KEY,
+      jwksUrl: e.JWT_JWKS_URL,
+      issuer: e.JWT_ISSUER,
+      audience: e.JWT_AUDIENCE,
+    },
+    baseUrl: e.BASE_URL.replace(/\/+$/, ''),
+    errorTypeBase: e.ERROR_TYPE_BASE.replace(/\/+$/, ''),
+    apiVendor: e.API_VENDOR,
+    trustProxy: e.TRUST_PROXY,
+    logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
+    metricsPort: e.METRICS_PORT,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  } satisfies Config);
+}
+
+/** The settings files in config/, one per NODE_ENV; keys are the variable names. */
+export function readConfigFiles(dir = join(import.meta.dirname, '..', 'config')): Record<NodeEnv, Source> {
+  const dirs = [dir, join(dir, '..', '..', 'config')]; // src/ when run from source, dist/src/ when built
+  const read = (name: NodeEnv): Source => {
+    for (const d of dirs) {
+      try {
+        return JSON.parse(readFileSync(join(d, `${name}.json`), 'utf8')) as Source;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`Invalid configuration file config/${name}.json: ${(error as Error).message}`);
+      }
+    }
+    return {};
+  };
+  return { development: read('development'), test: read('test'), production: read('production') };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
+function fail(name: string, schema: TSchema | undefined, value: unknown): never {
+  const rule = (schema as { description?: string } | undefined)?.description ?? 'a valid value';
+  const shown = name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE' ? '(hidden)' : JSON.stringify(value);
+  throw new ConfigError(`Invalid configuration: ${name} must be ${rule} (got ${shown})`);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

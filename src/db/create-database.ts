@@ -1,0 +1,50 @@
+// DATABASE_URL → a Kysely instance: PostgreSQL through postgres.js and our dialect, or the
+// embedded PGlite (in memory, or persisted under DATA_DIR). One SQL dialect for both.
+import { mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { Kysely } from 'kysely';
+import postgres from 'postgres';
+import type { Config } from '../config.js';
+import type { Database } from './database.js';
+import { PGliteDialect } from './pglite-dialect.js';
+import { PostgresJsDialect } from './postgres-js-dialect.js';
+
+export type Engine = 'postgres' | 'pglite';
+
+export interface CreateDatabaseOptions {
+  /** PostgreSQL only: a schema to put first on the search_path (tests isolate files this way). */
+  schema?: string;
+}
+
+export async function createDatabase(
+  config: Config['database'],
+  options: CreateDatabaseOptions = {},
+): Promise<{ db: Kysely<Database>; engine: Engine }> {
+  if (config.kind === 'postgres') {
+    const sql = postgres(config.url, {
+      max: config.poolSize,
+      prepare: true,
+      // A server that is down answers at once; one that is unreachable must not hang requests.
+      connect_timeout: 5,
+      onnotice: () => {},
+      types: {
+        // int8 as a JS number: ids and counts stay far below 2^53.
+        int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+      },
+      connection: {
+        application_name: 'resource-api',
+        ...(options.schema ? { search_path: options.schema } : {}),
+      },
+    });
+    return { db: new Kysely<Database>({ dialect: new PostgresJsDialect(sql) }), engine: 'postgres' };
+  }
+
+  const { PGlite } = await import('@electric-sql/pglite');
+  let dataDir: string | undefined;
+  if (config.dataDir !== undefined) {
+    dataDir = join(resolve(config.dataDir), 'pglite');
+    await mkdir(dataDir, { recursive: true });
+  }
+  const pglite = await PGlite.create(dataDir);
+  return { db: new Kysely<Database>({ dialect: new PGliteDialect(pglite) }), engine: 'pglite' };
+}

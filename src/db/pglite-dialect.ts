@@ -1,0 +1,99 @@
+// A Kysely dialect over PGlite. PGlite is one session, so a transaction must own it from BEGIN
+// to COMMIT: every Kysely connection holds a mutex from acquire to release. A plain query holds
+// it for one statement; a transaction holds it for its whole life, so no other request's
+// statement can land inside it.
+import {
+  CompiledQuery,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type Kysely,
+  type QueryResult,
+  type TransactionSettings,
+} from 'kysely';
+import type { PGlite } from '@electric-sql/pglite';
+
+export class PGliteDialect implements Dialect {
+  constructor(private readonly pglite: PGlite) {}
+  createAdapter() {
+    return new PostgresAdapter();
+  }
+  createDriver(): Driver {
+    return new PGliteDriver(this.pglite);
+  }
+  createQueryCompiler() {
+    return new PostgresQueryCompiler();
+  }
+  createIntrospector(db: Kysely<unknown>) {
+    return new PostgresIntrospector(db);
+  }
+}
+
+/** A FIFO mutex: callers get the lock in the order they asked for it. */
+class Mutex {
+  #tail: Promise<void> = Promise.resolve();
+  lock(): Promise<() => void> {
+    let release!: () => void;
+    const next = new Promise<void>((resolve) => (release = resolve));
+    const acquired = this.#tail.then(() => release);
+    this.#tail = this.#tail.then(() => next);
+    return acquired;
+  }
+}
+
+class PGliteConnection implements DatabaseConnection {
+  constructor(
+    private readonly pglite: PGlite,
+    readonly release: () => void,
+  ) {}
+
+  async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    const result = await this.pglite.query<R>(query.sql, query.parameters as unknown[]);
+    // Kysely reads numAffectedRows only for mutations; PGlite reports it for every statement.
+    return result.affectedRows === undefined
+      ? { rows: result.rows }
+      : { rows: result.rows, numAffectedRows: BigInt(result.affectedRows) };
+  }
+
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('Streaming is not supported on the embedded engine');
+  }
+}
+
+class PGliteDriver implements Driver {
+  readonly #mutex = new Mutex();
+  constructor(private readonly pglite: PGlite) {}
+  async init(): Promise<void> {
+    await this.pglite.waitReady;
+  }
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const release = await this.#mutex.lock();
+    return new PGliteConnection(this.pglite, release);
+  }
+  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    let statement = 'begin';
+    if (settings.isolationLevel) statement += ` isolation level ${settings.isolationLevel}`;
+    if (settings.accessMode) statement += ` ${settings.accessMode}`;
+    await connection.executeQuery(CompiledQuery.raw(statement));
+  }
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('commit'));
+  }
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('rollback'));
+  }
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    (connection as PGliteConnection).release();
+  }
+  async destroy(): Promise<void> {
+    const release = await this.#mutex.lock(); // let queued statements finish first
+    try {
+      if (!this.pglite.closed) await this.pglite.close();
+    } finally {
+      release();
+    }
+  }
+}

@@ -1,0 +1,47 @@
+// Domain errors: what went wrong, in the service's terms. No HTTP here: the registry in
+// http/problems/ maps each to a status and problem form (STYLE principle 5).
+
+export abstract class DomainError extends Error {
+  abstract readonly code: string;
+}
+
+/** The entity does not exist (or, for a caller without access, must look as if it did not). */
+export class EntityNotFound extends DomainError {
+  readonly code = 'ENTITY_NOT_FOUND';
+  constructor(
+    readonly entity: 'User' | 'Order' | 'Product',
+    readonly id: number,
+  ) {
+    super(`${entity} ${id} not found`);
+  }
+}
+
+/** A unique value is taken, or a concurrent change won the race. */
+export class Conflict extends DomainError {
+  readonly code = 'CONFLICT';
+  constructor(
+    message: string,
+    readonly conflictingField?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Well-formed but against a business rule (422). */
+export class BusinessRuleViolation extends DomainError {
+  readonly code = 'BUSINESS_RULE_VIOLATION';
+  constructor(
+    message: string,
+    readonly extensions: Readonly<Record<string, string | number>> = {},
+  ) {
+    super(message);
+  }
+}
+
+/** The database cannot be reached right now; the request may be retried (503). */
+export class DatabaseUnavailable extends DomainError {
+  readonly code = 'DATABASE_UNAVAILABLE';
+  constructor(options?: { cause?: unknown }) {
+    super('The database is unavailable', options);
+  }
+}

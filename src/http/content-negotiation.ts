@@ -1,0 +1,44 @@
+// Request and response media types: JSON bodies only (415 otherwise; DESIGN §7), an empty
+// body read as no body, merge-patch for PATCH, and 406 for an Accept the route cannot meet.
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import Negotiator from 'negotiator';
+import { plain } from './problems/to-problem.js';
+import { sendProblem } from './problems/error-handler.js';
+import { requestPath } from './request-url.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Media types this route answers with; Accept is checked against them. */
+    produces?: readonly string[];
+  }
+}
+
+export const JSON_TYPES = ['application/json'] as const;
+
+async function contentNegotiation(app: FastifyInstance): Promise<void> {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(['application/json', 'application/merge-patch+json'], { parseAs: 'string' }, (request, body, done) => {
+    // An empty body is no body: the route's validation then names the missing fields.
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    parseJson(request, body as string, done);
+  });
+
+  // A route that validates a body sees {} for a missing one, so every required field is
+  // reported, instead of one message about the body as a whole.
+  app.addHook('preValidation', async (request) => {
+    if ((request.body === undefined || request.body === null) && request.routeOptions.schema?.body !== undefined) request.body = {};
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    const produces = request.routeOptions.config?.produces;
+    const accept = request.headers.accept;
+    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return;
+    if (new Negotiator({ headers: { accept } }).mediaType(produces as string[]) !== undefined) return;
+    const path = requestPath(request);
+    return sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: path }));
+  });
+}
+
+export default fp(contentNegotiation, { name: 'content-negotiation', dependencies: ['problems'] });

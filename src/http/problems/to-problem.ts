@@ -1,0 +1,134 @@
+// Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
+// asks for. Pure: the error handler supplies the context and writes the reply.
+import type { ErrorObject } from 'ajv';
+import { BusinessRuleViolation, Conflict, DatabaseUnavailable, DomainError, EntityNotFound } from '../../errors.js';
+import { toFieldErrors } from './field-errors.js';
+import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
+
+/**
+ * How a route reports its errors (spec 7.3): the v1 users form, the v1 orders form, or the
+ * typed form used by v2, products and stock.
+ */
+export type ProblemForm = 'users-v1' | 'orders-v1' | 'typed';
+
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  instance: string;
+  [extension: string]: unknown;
+}
+
+export interface Problem {
+  status: number;
+  body: ProblemDocument;
+  headers?: Record<string, string>;
+  /** True when the cause must be logged as an error (never shown to the client). */
+  unexpected?: boolean;
+}
+
+export interface ProblemContext {
+  form: ProblemForm;
+  /** The request path without its query string (DESIGN §7). */
+  instance: string;
+  errorTypeBase: string;
+  requestId: string;
+}
+
+/** Seconds a client should wait before retrying while the database is unreachable. */
+export const RETRY_AFTER_SECONDS = 5;
+
+const FRAMEWORK_DETAILS: Record<string, string> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'The request body is not valid JSON.',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'The request body is empty.',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'The request body is larger than 1 MiB.',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'The request body must be sent as application/json.',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'The Content-Length header does not match the body.',
+};
+
+export function toProblem(error: unknown, ctx: ProblemContext): Problem {
+  if (error instanceof DomainError) return fromDomainError(error, ctx);
+
+  const e = error as { code?: string; statusCode?: number; validation?: ErrorObject[] } | null;
+  if (e?.code === 'FST_ERR_VALIDATION' && Array.isArray(e.validation)) {
+    const fieldErrors = toFieldErrors(e.validation);
+    return fieldErrors === undefined
+      ? plain(400, 'The request body must be a JSON object.', ctx)
+      : validationProblem(fieldErrors, ctx);
+  }
+  const status = e?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return plain(status, FRAMEWORK_DETAILS[e?.code ?? ''] ?? (STATUS_TITLES[status] ? `${STATUS_TITLES[status]}.` : 'The request was rejected.'), ctx);
+  }
+  return internalError(ctx);
+}
+
+export function validationProblem(fieldErrors: ReturnType<typeof toFieldErrors> & object, ctx: ProblemContext): Problem {
+  switch (ctx.form) {
+    case 'users-v1':
+      return problem(400, { type: 'about:blank', title: 'Validation Error', detail: 'Validation failed', instance: ctx.instance, errors: fieldErrors });
+    case 'orders-v1':
+      return problem(400, {
+        type: 'about:blank',
+        title: 'Bad Request',
+        detail: 'Invalid request content.',
+        instance: ctx.instance,
+        errors: fieldErrors.map((f) => `${f.field}: ${f.message}`),
+      });
+    case 'typed':
+      return typed('validation-failed', 'Validation failed', ctx, { fieldErrors: fieldErrors.map(({ field, message }) => ({ field, message })) });
+  }
+}
+
+function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
+  if (error instanceof EntityNotFound) {
+    if (ctx.form === 'orders-v1' && error.entity === 'Order') {
+      return problem(404, { type: 'about:blank', title: 'Order not found', detail: error.message, instance: ctx.instance, orderId: error.id });
+    }
+    return typed('entity-not-found', error.message, ctx);
+  }
+  if (error instanceof Conflict) {
+    const extensions = error.conflictingField === undefined ? {} : { conflictingField: error.conflictingField };
+    return ctx.form === 'typed'
+      ? typed('conflict', error.message, ctx, extensions)
+      : problem(409, { type: 'about:blank', title: 'Conflict', detail: error.message, instance: ctx.instance, ...extensions });
+  }
+  if (error instanceof BusinessRuleViolation) return typed('business-rule-violation', error.message, ctx, error.extensions);
+  if (error instanceof DatabaseUnavailable) {
+    return {
+      ...plain(503, 'The service cannot reach its database. Retry later.', ctx),
+      headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+    };
+  }
+  return internalError(ctx);
+}
+
+/** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (DESIGN §7). */
+function internalError(ctx: ProblemContext): Problem {
+  return { ...typed('internal-error', INTERNAL_ERROR_DETAIL, ctx, { requestId: ctx.requestId }), unexpected: true };
+}
+
+function typed(slug: ProblemSlug, detail: string, ctx: ProblemContext, extensions: Record<string, unknown> = {}): Problem {
+  const { status, title } = PROBLEM_TYPES[slug];
+  return problem(status, { type: `${ctx.errorTypeBase}/${slug}`, title, detail, instance: ctx.instance, ...extensions });
+}
+
+/** An about:blank problem: its title is the status's reason phrase (RFC 9457 §4.2.1). */
+export function plain(status: number, detail: string, ctx: Pick<ProblemContext, 'instance'>, extensions: Record<string, unknown> = {}): Problem {
+  return problem(status, { type: 'about:blank', title: STATUS_TITLES[status] ?? 'Error', detail, instance: ctx.instance, ...extensions });
+}
+
+interface ProblemFields {
+  type: string;
+  title: string;
+  detail: string;
+  instance: string;
+  [extension: string]: unknown;
+}
+
+function problem(status: number, body: ProblemFields): Problem {
+  const { type, title, detail, instance, ...extensions } = body as ProblemFields & { type: string; title: string; detail: string; instance: string };
+  // Members in the order of spec 7.1, extensions after them.
+  return { status, body: { type, title, status, detail, instance, ...extensions } };
+}

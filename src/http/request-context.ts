@@ -1,0 +1,29 @@
+// Per-request plumbing: the request id (X-Request-Id in, or a new one; echoed back), one log
+// line per request, and the headers every response carries (DESIGN §7).
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+
+// A caller's id is kept only if it is short and plain, so it cannot forge log lines.
+const SAFE_ID = /^[\w.:@/+=-]{1,128}$/;
+
+export function genReqId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
+}
+
+async function requestContext(app: FastifyInstance): Promise<void> {
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      { method: request.method, url: request.url, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 },
+      'request completed',
+    );
+  });
+}
+
+export default fp(requestContext, { name: 'request-context' });

@@ -1,0 +1,48 @@
+// Absolute URLs built from the incoming request (spec 4.1 rule 1, DESIGN §3): scheme, host,
+// port and prefix as the client saw them, from X-Forwarded-* only when TRUST_PROXY is on.
+import type { FastifyRequest } from 'fastify';
+
+const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
+
+function first(value: string | string[] | undefined): string | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  const head = v?.split(',')[0]?.trim();
+  return head === '' ? undefined : head;
+}
+
+/** `<scheme>://<host>[:<port>]<prefix>` of the request as the client addressed it. */
+export function requestOrigin(request: FastifyRequest, trustProxy: boolean): string {
+  const h = request.headers;
+  const encrypted = (request.raw.socket as { encrypted?: boolean }).encrypted === true;
+  let scheme = encrypted ? 'https' : 'http';
+  let host = h.host ?? 'localhost';
+  let prefix = '';
+  if (trustProxy) {
+    const proto = first(h['x-forwarded-proto'])?.toLowerCase();
+    if (proto === 'http' || proto === 'https') scheme = proto;
+    host = first(h['x-forwarded-host']) ?? host;
+    const port = first(h['x-forwarded-port']);
+    if (port !== undefined && /^\d{1,5}$/.test(port)) host = `${stripPort(host)}:${port}`;
+    const forwardedPrefix = first(h['x-forwarded-prefix']);
+    if (forwardedPrefix !== undefined && /^\/[\w\-./~%]*$/.test(forwardedPrefix)) prefix = forwardedPrefix.replace(/\/+$/, '');
+  }
+  // Leave the default port out, as browsers and proxies do.
+  const port = /:(\d+)$/.exec(host)?.[1];
+  if (port !== undefined && DEFAULT_PORTS[scheme] === port) host = stripPort(host);
+  return `${scheme}://${host}${prefix}`;
+}
+
+function stripPort(host: string): string {
+  return host.replace(/:\d+$/, '');
+}
+
+/** The request path without its query string. */
+export function requestPath(request: FastifyRequest): string {
+  const q = request.url.indexOf('?');
+  return q === -1 ? request.url : request.url.slice(0, q);
+}
+
+/** spec 4.1 rule 1: the request URL followed by /{id}. */
+export function createdLocation(request: FastifyRequest, trustProxy: boolean, id: number | string): string {
+  return `${requestOrigin(request, trustProxy)}${requestPath(request).replace(/\/+$/, '')}/${id}`;
+}

@@ -1,0 +1,26 @@
+// Liveness and readiness (DESIGN §8). Readiness asks the database; a load balancer takes an
+// instance out while its database is unreachable.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { sql } from 'kysely';
+import { Type } from 'typebox';
+import { problemResponses } from '../http/schemas.js';
+
+const HealthSchema = Type.Object({ status: Type.Literal('UP') }, { title: 'Health' });
+const tags = ['health'];
+
+const health: FastifyPluginAsyncTypebox = async (app) => {
+  app.get('/live', {
+    schema: { tags, summary: 'The process is up', security: [], response: { 200: HealthSchema } },
+    handler: async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'UP' as const }),
+  });
+  app.get('/ready', {
+    schema: { tags, summary: 'The service can reach its database', security: [], response: { 200: HealthSchema, ...problemResponses(503) } },
+    handler: async (_request, reply) => {
+      reply.header('cache-control', 'no-store');
+      await sql`select 1`.execute(app.db);
+      return { status: 'UP' as const };
+    },
+  });
+};
+
+export default health;

@@ -1,0 +1,16 @@
+// /api/public/**: no authentication (spec 5 rule 2).
+import type { FastifyPluginAsync } from 'fastify';
+import health from './health.routes.js';
+import openapiRoutes from './openapi.routes.js';
+import problemPages from './problems.routes.js';
+
+const publicRoutes: FastifyPluginAsync = async (app) => {
+  app.addHook('onRoute', (route) => {
+    route.config = { produces: ['application/json'], ...route.config };
+  });
+  await app.register(health, { prefix: '/health' });
+  await app.register(openapiRoutes);
+  await app.register(problemPages, { prefix: '/problems' });
+};
+
+export default publicRoutes;

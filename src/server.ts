@@ -1,0 +1,52 @@
+// The process: config → database → migrations → app → listen, and a graceful stop on
+// SIGTERM/SIGINT (DESIGN §1): stop accepting, let in-flight requests finish, close idle
+// keep-alive sockets, close the pool, exit 0; exit 1 if that takes longer than the deadline.
+import closeWithGrace from 'close-with-grace';
+import { pino, type Logger } from 'pino';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { createDatabase } from './db/create-database.js';
+import { migrateToLatest } from './db/migrate.js';
+
+export function createLogger(config: Config): Logger {
+  return pino({
+    level: config.logLevel,
+    ...(config.logFormat === 'pretty' ? { transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } } : {}),
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  });
+}
+
+async function main(): Promise<void> {
+  const startedAt = performance.now();
+  let config: Config;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const logger = createLogger(config);
+
+  const { db, engine } = await createDatabase(config.database);
+  const applied = await migrateToLatest(db);
+  if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+  const app = await buildApp({ config, db, logger });
+
+  closeWithGrace({ delay: config.shutdownTimeoutMs, logger }, async ({ signal, err }) => {
+    if (err) logger.error({ err }, 'fatal error, shutting down');
+    else logger.info({ signal }, 'shutting down');
+    await app.close();
+    await db.destroy();
+  });
+
+  await app.listen({ port: config.port, host: config.host });
+  logger.info(
+    { engine, url: `http://${config.host}:${config.port}`, docs: `${config.baseUrl}/api/public/docs`, startupMs: Math.round(performance.now() - startedAt) },
+    'resource-api ready',
+  );
+}
+
+await main();

@@ -1,0 +1,75 @@
+// SQL for users, and nothing else. Driver errors become domain errors here.
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import { isUniqueViolation } from '../db/pg-errors.js';
+import { Conflict } from '../errors.js';
+import type { UserSortField } from './users.schemas.js';
+import type { NewUserRow, UserRow } from './users.table.js';
+
+/** The columns a response may show; password_hash is never among them. */
+const PUBLIC_COLUMNS = ['id', 'name', 'email', 'created_at'] as const;
+export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
+
+const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<UserSortField, keyof UserRow>;
+
+function translate(error: unknown): never {
+  if (isUniqueViolation(error, 'users_email_key')) throw new Conflict('A user with this email already exists.', 'email');
+  throw error;
+}
+
+export function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
+  return db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id).executeTakeFirst();
+}
+
+export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {
+  const row = await db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
+  return row?.password_hash;
+}
+
+export function insertUser(db: Db, row: NewUserRow): Promise<PublicUserRow> {
+  return db.insertInto('users').values(row).returning(PUBLIC_COLUMNS).executeTakeFirstOrThrow().catch(translate);
+}
+
+/** Updates the given columns; undefined when the user does not exist. */
+export function updateUser(db: Db, id: number, changes: Partial<Pick<UserRow, 'name' | 'email' | 'password_hash'>>): Promise<PublicUserRow | undefined> {
+  return db
+    .updateTable('users')
+    .set({ ...changes, updated_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .returning(PUBLIC_COLUMNS)
+    .executeTakeFirst()
+    .catch(translate);
+}
+
+export async function deleteUserById(db: Db, id: number): Promise<void> {
+  await db.deleteFrom('users').where('id', '=', id).execute();
+}
+
+export interface UserListParams {
+  offset: number;
+  limit: number;
+  sort: UserSortField;
+  direction: 'asc' | 'desc';
+}
+
+/**
+ * One page and the total in one round trip (count(*) over the unpaged set). A page past the
+ * end has no row to carry the count, so only then is it counted separately.
+ */
+export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: PublicUserRow[]; total: number }> {
+  const column = SORT_COLUMNS[p.sort];
+  let query = db
+    .selectFrom('users')
+    .select([...PUBLIC_COLUMNS, sql<number>`count(*) over ()`.as('total')])
+    .orderBy(column, p.direction);
+  if (column !== 'id') query = query.orderBy('id', 'asc');
+  const rows = await query.limit(p.limit).offset(p.offset).execute();
+  if (rows.length > 0) return { rows, total: Number(rows[0]!.total) };
+  if (p.offset === 0) return { rows: [], total: 0 };
+  const { count } = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
+  return { rows: [], total: Number(count) };
+}
+
+export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
+  await db.insertInto('password_resets').values({ user_id: userId, token_hash: tokenHash, expires_at: expiresAt }).execute();
+}

@@ -1,0 +1,95 @@
+// The users use cases (spec 4.1, DESIGN §3). No HTTP, no SQL: rules, hashing and mapping.
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from '../db/database.js';
+import { BusinessRuleViolation, EntityNotFound } from '../errors.js';
+import { hashPassword, verifyPassword } from './passwords.js';
+import * as repo from './users.repository.js';
+import type { PublicUserRow } from './users.repository.js';
+import type { CreateUserV1, PasswordChange, PatchUserV1, UpdateUserV1, UserSortField, UserV1 } from './users.schemas.js';
+
+export const MAX_PAGE_SIZE = 100;
+const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
+
+/** DESIGN §3: createdAt is the UTC wall clock without zone, to the millisecond. */
+export function toUser(row: PublicUserRow): UserV1 {
+  return { id: row.id, name: row.name, email: row.email, createdAt: row.created_at.toISOString().slice(0, 23) };
+}
+
+export async function getUser(db: Db, id: number): Promise<UserV1> {
+  const row = await repo.findUserById(db, id);
+  if (row === undefined) throw new EntityNotFound('User', id);
+  return toUser(row);
+}
+
+export interface UserListRequest {
+  page: number;
+  size: number;
+  sort: string;
+}
+
+export interface PageOf<T> {
+  content: T[];
+  total: number;
+  page: number;
+  size: number;
+}
+
+/** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
+export async function listUsers(db: Db, q: UserListRequest): Promise<PageOf<UserV1>> {
+  const size = Math.min(q.size, MAX_PAGE_SIZE);
+  const [field, dir] = q.sort.split(',');
+  const { rows, total } = await repo.listUsers(db, {
+    offset: q.page * size,
+    limit: size,
+    sort: field as UserSortField,
+    direction: dir?.toLowerCase() === 'desc' ? 'desc' : 'asc',
+  });
+  return { content: rows.map(toUser), total, page: q.page, size };
+}
+
+export async function createUser(db: Db, input: CreateUserV1): Promise<UserV1> {
+  const row = await repo.insertUser(db, { name: input.name, email: input.email, password_hash: await hashPassword(input.password) });
+  return toUser(row);
+}
+
+/** spec 4.1 rule 2: PUT replaces every replaceable field. */
+export async function replaceUser(db: Db, id: number, input: UpdateUserV1): Promise<UserV1> {
+  const row = await repo.updateUser(db, id, { name: input.name, email: input.email });
+  if (row === undefined) throw new EntityNotFound('User', id);
+  return toUser(row);
+}
+
+/** DESIGN §3: only name and email can be patched; other members are ignored. */
+export async function patchUser(db: Db, id: number, input: PatchUserV1): Promise<UserV1> {
+  const changes: { name?: string; email?: string } = {};
+  if (input.name !== undefined) changes.name = input.name;
+  if (input.email !== undefined) changes.email = input.email;
+  if (Object.keys(changes).length === 0) return getUser(db, id);
+  const row = await repo.updateUser(db, id, changes);
+  if (row === undefined) throw new EntityNotFound('User', id);
+  return toUser(row);
+}
+
+/** spec 4.1 rule 3: deleting is idempotent. The user's orders stay (DESIGN §3). */
+export async function deleteUser(db: Db, id: number): Promise<void> {
+  await repo.deleteUserById(db, id);
+}
+
+export async function changePassword(db: Db, id: number, input: PasswordChange): Promise<void> {
+  const current = await repo.findPasswordHash(db, id);
+  if (current === undefined) throw new EntityNotFound('User', id);
+  if (!(await verifyPassword(current, input.currentPassword))) throw new BusinessRuleViolation('The current password is incorrect.');
+  const updated = await repo.updateUser(db, id, { password_hash: await hashPassword(input.newPassword) });
+  if (updated === undefined) throw new EntityNotFound('User', id);
+}
+
+/**
+ * Records a reset request: a random token whose SHA-256 is stored with an expiry. Delivering
+ * the token (e-mail) is out of band (DESIGN §3); the caller learns only that it was accepted.
+ */
+export async function requestPasswordReset(db: Db, id: number): Promise<void> {
+  if ((await repo.findUserById(db, id)) === undefined) throw new EntityNotFound('User', id);
+  const token = randomBytes(32).toString('base64url');
+  const tokenHash = createHash('sha256').update(token).digest('hex');
+  await repo.insertPasswordReset(db, id, tokenHash, new Date(Date.now() + RESET_TOKEN_TTL_MS));
+}

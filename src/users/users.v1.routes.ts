@@ -1,0 +1,101 @@
+// /api/v1/users (spec 4.1, DESIGN §3). Handlers only: schema → service → reply.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { paged } from '../http/pagination.js';
+import { createdLocation } from '../http/request-url.js';
+import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
+import {
+  CreateUserV1Schema,
+  PasswordChangeSchema,
+  PatchUserV1Schema,
+  UpdateUserV1Schema,
+  UserListQuerySchema,
+  UserPageV1Schema,
+  UserV1Schema,
+} from './users.schemas.js';
+import * as users from './users.service.js';
+
+const tags = ['users (v1)'];
+
+const usersV1: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app;
+  const { trustProxy } = app.config;
+
+  app.addHook('onRoute', (route) => {
+    route.config = { problemForm: 'users-v1', produces: ['application/json'], ...route.config };
+  });
+  // DESIGN §7: user data is personal; no cache may keep it.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
+
+  app.get('/', {
+    schema: { tags, summary: 'List users', querystring: UserListQuerySchema, response: { 200: UserPageV1Schema, ...problemResponses(400) } },
+    handler: async (request, reply) => paged(request, reply, trustProxy, await users.listUsers(db, request.query)),
+  });
+
+  app.get('/:id', {
+    schema: { tags, summary: 'Get a user', params: IdParamSchema, response: { 200: UserV1Schema, ...problemResponses(400, 404) } },
+    handler: async (request) => users.getUser(db, request.params.id),
+  });
+
+  app.post('/', {
+    schema: { tags, summary: 'Create a user', body: CreateUserV1Schema, response: { 201: UserV1Schema, ...problemResponses(400, 409, 415) } },
+    handler: async (request, reply) => {
+      const user = await users.createUser(db, request.body);
+      return reply.code(201).header('location', createdLocation(request, trustProxy, user.id)).send(user);
+    },
+  });
+
+  app.put('/:id', {
+    schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV1Schema, response: { 200: UserV1Schema, ...problemResponses(400, 404, 409, 415) } },
+    handler: async (request) => users.replaceUser(db, request.params.id, request.body),
+  });
+
+  app.patch('/:id', {
+    schema: {
+      tags,
+      summary: 'Change some fields of a user',
+      params: IdParamSchema,
+      body: PatchUserV1Schema,
+      response: { 200: UserV1Schema, ...problemResponses(400, 404, 409, 415) },
+    },
+    handler: async (request) => users.patchUser(db, request.params.id, request.body),
+  });
+
+  app.delete('/:id', {
+    schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400) } },
+    handler: async (request, reply) => {
+      await users.deleteUser(db, request.params.id);
+      return reply.code(204).send(undefined);
+    },
+  });
+
+  app.post('/:id/password-changes', {
+    schema: {
+      tags,
+      summary: 'Change the password',
+      params: IdParamSchema,
+      body: PasswordChangeSchema,
+      response: { 204: NoContentSchema, ...problemResponses(400, 404, 415, 422) },
+    },
+    handler: async (request, reply) => {
+      await users.changePassword(db, request.params.id, request.body);
+      return reply.code(204).send(undefined);
+    },
+  });
+
+  app.post('/:id/password-resets', {
+    schema: {
+      tags,
+      summary: 'Request a password reset (the token is delivered out of band)',
+      params: IdParamSchema,
+      response: { 202: NoContentSchema, ...problemResponses(400, 404) },
+    },
+    handler: async (request, reply) => {
+      await users.requestPasswordReset(db, request.params.id);
+      return reply.code(202).send(undefined);
+    },
+  });
+};
+
+export default usersV1;
