@@ -109,7 +109,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
   };
   for (const key of Object.keys(raw)) if (raw[key] === undefined) delete raw[key];
 
-  const parsed = Value.Convert(EnvSchema, raw) as Record<string, unknown>;
+  const parsed = Value.Convert(EnvSchema, { ...raw }) as Record<string, unknown>; // Convert may write into its argument
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
   if (!['true', 'false'].includes(String(raw.TRUST_PROXY))) fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
   for (const error of Value.Errors(EnvSchema, parsed)) {

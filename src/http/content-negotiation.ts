@@ -14,7 +14,20 @@ declare module 'fastify' {
   }
 }
 
-export const JSON_TYPES = ['application/json'] as const;
+/**
+ * Media-range parameters other than q (such as charset) are dropped before matching: our
+ * types carry none, and a client asking for "application/json; charset=utf-8" means JSON.
+ */
+function withoutParameters(accept: string): string {
+  return accept
+    .split(',')
+    .map((range) => {
+      const [type, ...params] = range.split(';');
+      const q = params.find((p) => /^\s*q\s*=/i.test(p));
+      return q === undefined ? type!.trim() : `${type!.trim()};${q.trim()}`;
+    })
+    .join(', ');
+}
 
 async function contentNegotiation(app: FastifyInstance): Promise<void> {
   const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -35,7 +48,7 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
     const produces = request.routeOptions.config?.produces;
     const accept = request.headers.accept;
     if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return;
-    if (new Negotiator({ headers: { accept } }).mediaType(produces as string[]) !== undefined) return;
+    if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return;
     const path = requestPath(request);
     return sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: path }));
   });

@@ -56,7 +56,8 @@ async function problems(app: FastifyInstance): Promise<void> {
   app.setNotFoundHandler((request, reply) => {
     const path = requestPath(request);
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
-    if (allowed.length > 0) {
+    // A route that exists for this method but found nothing (callNotFound) is a 404, not a 405.
+    if (allowed.length > 0 && !allowed.includes(request.method as (typeof METHODS)[number])) {
       return sendProblem(
         reply.header('allow', allowed.join(', ')),
         plain(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}.`, { instance: path }),

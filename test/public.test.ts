@@ -1,0 +1,71 @@
+// /api/public/**: health, the OpenAPI document, the docs page and the problem pages (DESIGN §8).
+import { describe, expect, it } from 'vitest';
+import { PROBLEM_TYPES } from '../src/http/problems/problem-types.js';
+import { buildTestApp } from './support/test-app.js';
+
+const { app } = await buildTestApp();
+
+describe('health', () => {
+  it('reports liveness', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/public/health/live' });
+
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ status: 'UP' });
+    expect(response.headers['cache-control']).toBe('no-store');
+  });
+
+  it('reports readiness after asking the database', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/public/health/ready' });
+
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ status: 'UP' });
+  });
+});
+
+describe('GET /api/public/openapi.json', () => {
+  it('serves an OpenAPI 3.1 document generated from the route schemas', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/public/openapi.json' });
+
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^application\/json/);
+    const doc = response.json();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/api/v1/users/', '/api/v1/users/{id}', '/api/v1/users/{id}/password-changes', '/api/v1/users/{id}/password-resets', '/api/public/health/ready']),
+    );
+    const create = doc.paths['/api/v1/users/'].post;
+    expect(create.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password']);
+    expect(create.requestBody.content['application/json'].schema.properties.password).toMatchObject({ minLength: 8, maxLength: 72, writeOnly: true });
+    expect(create.responses['201'].content['application/json'].schema.properties).not.toHaveProperty('passwordHash');
+    expect(create.responses['409'].content).toHaveProperty('application/problem+json');
+    expect(doc.components.securitySchemes.bearerAuth).toEqual({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+  });
+});
+
+describe('GET /api/public/docs', () => {
+  it('serves the interactive documentation page', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/public/docs/' });
+
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/html/);
+    expect(response.body).toContain('swagger-ui');
+  });
+});
+
+describe('GET /api/public/problems/{slug}', () => {
+  it.each(Object.entries(PROBLEM_TYPES))('describes %s', async (slug, type) => {
+    const response = await app.inject({ method: 'GET', url: `/api/public/problems/${slug}` });
+
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(response.body).toContain(`<h1>${type.title}</h1>`);
+    expect(response.body).toContain(`<code>${type.status}</code>`);
+  });
+
+  it('answers an unknown slug with 404', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/public/problems/no-such-thing' });
+
+    expect(response.statusCode).toBe(404);
+    expect(response.headers['content-type']).toBe('application/problem+json');
+  });
+});
