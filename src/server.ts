@@ -42,9 +42,9 @@ async function main(): Promise<void> {
     await db.destroy();
   });
 
-  await app.listen({ port: config.port, host: config.host });
+  const address = await app.listen({ port: config.port, host: config.host });
   logger.info(
-    { engine, url: `http://${config.host}:${config.port}`, docs: `${config.baseUrl}/api/public/docs`, startupMs: Math.round(performance.now() - startedAt) },
+    { engine, url: address, docs: `${config.baseUrl}/api/public/docs`, startupMs: Math.round(performance.now() - startedAt) },
     'resource-api ready',
   );
 }

@@ -14,9 +14,19 @@ export function genReqId(req: IncomingMessage): string {
 }
 
 async function requestContext(app: FastifyInstance): Promise<void> {
+  // Once shutdown starts, each response closes its connection, so that a request in flight at
+  // SIGTERM does not leave a keep-alive socket holding the process for its idle timeout.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.info(

@@ -1,0 +1,112 @@
+// The process as an operator sees it: start-up errors, persistence of the embedded database
+// across a restart, and a graceful stop that finishes in-flight work (DESIGN §1).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { request as httpRequest, Agent } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { aUserRequest } from './support/factories.js';
+import { runServer } from './support/process.js';
+import { engine } from './support/test-app.js';
+
+// Process tests do not depend on the engine under test; they run once, in the embedded run.
+const run = engine === 'pglite';
+
+describe.runIf(run)('the server process', () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+  const tempDir = async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'resource-api-'));
+    dirs.push(dir);
+    return dir;
+  };
+
+  it('stops at start-up with one line naming a bad variable, exit code 1', async () => {
+    const { exited } = runServer({ PORT: 'eighty' });
+
+    const { code, stderr } = await exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe('Invalid configuration: PORT must be an integer from 0 to 65535 (got "eighty")\n');
+  });
+
+  it('refuses to start in production without a key', async () => {
+    const { exited } = runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://' });
+
+    const { code, stderr } = await exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe('Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production\n');
+  });
+
+  it('keeps the embedded database under DATA_DIR across a restart', async () => {
+    const dataDir = await tempDir();
+    const first = await runServer({ DATA_DIR: dataDir }).ready;
+    const created = await fetch(`${first.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(aUserRequest()) });
+    const user = (await created.json()) as { id: number };
+    expect((await first.stop()).code).toBe(0);
+
+    const second = await runServer({ DATA_DIR: dataDir }).ready;
+    const fetched = await fetch(`${second.url}/api/v1/users/${user.id}`);
+
+    expect(fetched.status).toBe(200);
+    expect(await fetched.json()).toEqual(user);
+    expect(second.logs.find((l) => l.msg === 'migrations applied')).toBeUndefined();
+    expect((await second.stop()).code).toBe(0);
+  });
+
+  it('finishes an in-flight request on SIGTERM, closes idle keep-alive sockets and exits 0 at once', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+    const agent = new Agent({ keepAlive: true });
+    // An idle keep-alive connection, which must not hold the shutdown for its 72 s timeout.
+    const warm = await fetch(`${server.url}/api/public/health/live`);
+    expect(warm.status).toBe(200);
+    await new Promise<void>((resolve, reject) =>
+      httpRequest(`${server.url}/api/public/health/live`, { agent }, (res) => res.resume().on('end', resolve)).on('error', reject).end(),
+    );
+    // An in-flight request: headers and half the body sent before the signal, the rest after.
+    const body = JSON.stringify(aUserRequest());
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${server.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve({ status: res.statusCode!, body: text }));
+      });
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => req.end(body.slice(10)), 300);
+    });
+    await new Promise((r) => setTimeout(r, 100));
+
+    const exit = server.stop('SIGTERM');
+    const answered = await response;
+    const { code, ms } = await exit;
+
+    expect(answered.status).toBe(201);
+    expect(JSON.parse(answered.body)).toMatchObject({ id: expect.any(Number) });
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(3000); // the client agent would hold an idle socket for 5 s, the server for 72 s
+    expect(server.logs.some((l) => l.msg === 'shutting down' && l.signal === 'SIGTERM')).toBe(true);
+    agent.destroy();
+  });
+
+  it('stops on SIGINT too', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    const { code } = await server.stop('SIGINT');
+
+    expect(code).toBe(0);
+  });
+
+  it('writes one JSON log line per request, with its request id', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    await fetch(`${server.url}/api/public/health/live`, { headers: { 'x-request-id': 'trace-me-42' } });
+    await server.stop();
+
+    const lines = server.logs.filter((l) => l.requestId === 'trace-me-42');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ msg: 'request completed', method: 'GET', url: '/api/public/health/live', statusCode: 200, responseTime: expect.any(Number) });
+  });
+});
