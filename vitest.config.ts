@@ -18,7 +18,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts'] } },
       ...engines.map((engine) => ({
-        extends: true,
+        extends: true as const,
         test: { name: engine, include: ['test/**/*.test.ts'], env: { TEST_ENGINE: engine } },
       })),
     ],
