@@ -4,7 +4,8 @@
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/resource_api_bench) is
 // dropped and created afresh. BENCH_DURATION (s, default 5), BENCH_ROUNDS (3),
-// BENCH_CONNECTIONS (32), DATABASE_POOL_SIZE (the service default) tune the run.
+// BENCH_CONNECTIONS (32), DATABASE_POOL_SIZE (the service default) tune the run; BENCH_ONLY
+// (a regular expression) keeps only the matching targets besides the anchors.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -18,6 +19,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL = Number(process.env.DATABASE_POOL_SIZE ?? DEFAULT_POOL_SIZE);
 const DB_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/resource_api_bench';
 const SEED_USERS = 1000;
+const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined; // filter targets (anchors always run)
 
 const children: ChildProcess[] = [];
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
@@ -84,7 +86,7 @@ function load(target: Target): Promise<autocannon.Result> {
     ];
   } else {
     // Spread reads over the seeded ids so that no single row is hot.
-    opts.requests = [{ setupRequest: (req) => (target.url.endsWith('/{id}') ? { ...req, path: req.path!.replace('{id}', String(1 + (postCounter++ % SEED_USERS))) } : req) }];
+    opts.requests = [{ setupRequest: (req) => (target.url.endsWith('/__ID__') ? { ...req, path: req.path!.replace('__ID__', String(1 + (postCounter++ % SEED_USERS))) } : req) }];
   }
   return new Promise((resolve, reject) => autocannon(opts, (err, result) => (err ? reject(err) : resolve(result))));
 }
@@ -104,16 +106,17 @@ async function main(): Promise<void> {
   await seed(`http://127.0.0.1:${ports.svcPg}`);
   await seed(`http://127.0.0.1:${ports.svcLite}`);
 
-  const targets: Target[] = [
-    { name: 'anchor: node:http fixed JSON', url: `http://127.0.0.1:${ports.http}/api/v1/users/{id}` },
-    { name: 'anchor: postgres.js by id', url: `http://127.0.0.1:${ports.pg}/api/v1/users/{id}` },
-    { name: 'postgres GET /users/{id}', url: `http://127.0.0.1:${ports.svcPg}/api/v1/users/{id}`, anchor: 'anchor: postgres.js by id' },
+  const allTargets: Target[] = [
+    { name: 'anchor: node:http fixed JSON', url: `http://127.0.0.1:${ports.http}/api/v1/users/__ID__` },
+    { name: 'anchor: postgres.js by id', url: `http://127.0.0.1:${ports.pg}/api/v1/users/__ID__` },
+    { name: 'postgres GET /users/{id}', url: `http://127.0.0.1:${ports.svcPg}/api/v1/users/__ID__`, anchor: 'anchor: postgres.js by id' },
     { name: 'postgres GET /users?size=20', url: `http://127.0.0.1:${ports.svcPg}/api/v1/users?size=20&sort=name`, anchor: 'anchor: postgres.js by id' },
     { name: 'postgres POST /users', url: `http://127.0.0.1:${ports.svcPg}/api/v1/users`, post: true, anchor: 'anchor: node:http fixed JSON' },
-    { name: 'pglite GET /users/{id}', url: `http://127.0.0.1:${ports.svcLite}/api/v1/users/{id}`, anchor: 'anchor: postgres.js by id' },
+    { name: 'pglite GET /users/{id}', url: `http://127.0.0.1:${ports.svcLite}/api/v1/users/__ID__`, anchor: 'anchor: postgres.js by id' },
     { name: 'pglite GET /users?size=20', url: `http://127.0.0.1:${ports.svcLite}/api/v1/users?size=20&sort=name`, anchor: 'anchor: postgres.js by id' },
     { name: 'pglite POST /users', url: `http://127.0.0.1:${ports.svcLite}/api/v1/users`, post: true, anchor: 'anchor: node:http fixed JSON' },
   ];
+  const targets = allTargets.filter((t) => t.anchor === undefined || ONLY === undefined || ONLY.test(t.name));
   const runs = new Map<string, autocannon.Result[]>();
   for (let round = 1; round <= ROUNDS; round++) {
     for (const target of targets) {
@@ -130,7 +133,7 @@ async function main(): Promise<void> {
   console.log(`${'target'.padEnd(32)}${'req/s'.padStart(9)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}   ratio to anchor`);
   for (const t of targets) {
     const s = summary.get(t.name)!;
-    const ratio = t.anchor ? `${(s.rps / summary.get(t.anchor)!.rps).toFixed(2)}× ${t.anchor.replace('anchor: ', '')}` : '';
+    const ratio = t.anchor ? `${(s.rps / summary.get(t.anchor)!.rps).toPrecision(2)}× ${t.anchor.replace('anchor: ', '')}` : '';
     console.log(`${t.name.padEnd(32)}${Math.round(s.rps).toString().padStart(9)}${s.p50.toFixed(1).padStart(9)}${s.p99.toFixed(1).padStart(9)}   ${ratio}`);
   }
   process.exit(0);
