@@ -5,10 +5,13 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Kysely } from 'kysely';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
+import cors from './http/cors.js';
 import openapi from './http/openapi.js';
 import problems from './http/problems/error-handler.js';
 import requestContext, { genReqId } from './http/request-context.js';
+import { RouteTable } from './http/route-table.js';
 import { createValidatorCompiler } from './http/validation.js';
 import publicRoutes from './public/index.js';
 import v1 from './versions/v1.js';
@@ -24,11 +27,12 @@ export interface BuildAppOptions {
   config: Config;
   db: Kysely<Database>;
   logger?: FastifyBaseLogger;
+  auth?: AuthOptions;
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
 
-export async function buildApp({ config, db, logger }: BuildAppOptions): Promise<FastifyInstance> {
+export async function buildApp({ config, db, logger, auth: authOptions = {} }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     genReqId,
@@ -45,12 +49,15 @@ export async function buildApp({ config, db, logger }: BuildAppOptions): Promise
   app.decorate('config', config);
   app.decorate('db', db);
 
-  // Cross-cutting plugins, one file each.
+  // Cross-cutting plugins, one file each, in the order their hooks run: CORS headers are set
+  // before authentication can refuse, so that browsers can read every error.
+  const routes = new RouteTable();
   await app.register(requestContext);
-  await app.register(problems);
+  await app.register(cors, { routes });
+  await app.register(auth, authOptions);
+  await app.register(problems, { routes });
   await app.register(contentNegotiation);
   await app.register(openapi);
-  // Authentication (issue #3) hooks in here, before any resource route.
 
   // Resources.
   await app.register(publicRoutes, { prefix: '/api/public' });

@@ -45,3 +45,25 @@ export class DatabaseUnavailable extends DomainError {
     super('The database is unavailable', options);
   }
 }
+
+/** The caller is known but may not do this (403). `scope` names what would allow it. */
+export class Forbidden extends DomainError {
+  readonly code = 'FORBIDDEN';
+  constructor(
+    message: string,
+    readonly scope: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No valid credentials (401). `tokenRejected`: a token was sent but did not verify. */
+export class Unauthenticated extends DomainError {
+  readonly code = 'UNAUTHENTICATED';
+  constructor(
+    message: string,
+    readonly tokenRejected: boolean,
+  ) {
+    super(message);
+  }
+}

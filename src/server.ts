@@ -4,6 +4,7 @@
 import closeWithGrace from 'close-with-grace';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
+import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
 import { migrateToLatest } from './db/migrate.js';
@@ -29,6 +30,14 @@ async function main(): Promise<void> {
     throw error;
   }
   const logger = createLogger(config);
+  const dev = await withDevelopmentSecret(config);
+  config = dev.config;
+  if (dev.generated !== undefined) {
+    logger.warn(
+      { secretFile: dev.generated },
+      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get one with: npm run token -- --sub 1 --scope "admin users:read users:write"`,
+    );
+  }
 
   const { db, engine } = await createDatabase(config.database);
   const applied = await migrateToLatest(db);

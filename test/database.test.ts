@@ -3,10 +3,11 @@
 // runs on PostgreSQL, where transactions reserve a connection of the pool.
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { aUserRequest } from './support/factories.js';
+import { aUserRequest, asAdmin } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 
 const { app } = await buildTestApp();
+const api = asAdmin(app);
 const { db } = app;
 
 describe('database access under concurrency', () => {
@@ -49,8 +50,8 @@ describe('database access under concurrency', () => {
   });
 
   it('serves many parallel HTTP requests that mix reads and writes', async () => {
-    const creates = Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() }));
-    const reads = Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/api/v1/users?size=5' }));
+    const creates = Array.from({ length: 20 }, () => api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() }));
+    const reads = Array.from({ length: 20 }, () => api({ method: 'GET', url: '/api/v1/users?size=5' }));
 
     const responses = await Promise.all([...creates, ...reads]);
 

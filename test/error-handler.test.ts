@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import problems from '../src/http/problems/error-handler.js';
 import requestContext, { genReqId } from '../src/http/request-context.js';
+import { RouteTable } from '../src/http/route-table.js';
 import { BusinessRuleViolation, Conflict, DatabaseUnavailable, EntityNotFound } from '../src/errors.js';
 import { testConfig } from './support/test-app.js';
 
@@ -20,7 +21,7 @@ const sink = new Writable({
 const app = Fastify({ loggerInstance: pino({ level: 'info' }, sink), genReqId, logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }) });
 app.decorate('config', testConfig({ ERROR_TYPE_BASE: 'https://errors.example.com/p' }));
 await app.register(requestContext);
-await app.register(problems);
+await app.register(problems, { routes: new RouteTable() });
 app.get('/boom', async () => {
   throw new Error('connect ECONNREFUSED /var/run/secret.sock at Object.<anonymous> (/srv/app/src/x.ts:1:1)');
 });

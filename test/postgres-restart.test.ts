@@ -1,7 +1,7 @@
 // DESIGN §7: while PostgreSQL is down the service answers 503 with Retry-After and is not
 // ready; when it returns, the same process serves again without a restart.
 import { afterAll, describe, expect, it } from 'vitest';
-import { aUserRequest } from './support/factories.js';
+import { aUserRequest, asAdmin } from './support/factories.js';
 import { createPrivatePostgres, privatePostgresUnavailable } from './support/private-postgres.js';
 import { buildTestApp, engine } from './support/test-app.js';
 
@@ -12,16 +12,17 @@ describe.runIf(run)('a PostgreSQL restart under a running service', async () => 
   const pg = await createPrivatePostgres();
   afterAll(() => pg.destroy());
   const { app } = await buildTestApp({ DATABASE_URL: pg.url });
+  const api = asAdmin(app);
 
   it('answers 503 while the database is down and recovers by itself when it returns', async () => {
-    const created = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() });
+    const created = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() });
     expect(created.statusCode).toBe(201);
     const { id } = created.json();
 
     pg.stop();
-    const down = await app.inject({ method: 'GET', url: `/api/v1/users/${id}` });
-    const notReady = await app.inject({ method: 'GET', url: '/api/public/health/ready' });
-    const live = await app.inject({ method: 'GET', url: '/api/public/health/live' });
+    const down = await api({ method: 'GET', url: `/api/v1/users/${id}` });
+    const notReady = await api({ method: 'GET', url: '/api/public/health/ready' });
+    const live = await api({ method: 'GET', url: '/api/public/health/live' });
 
     expect(down.statusCode).toBe(503);
     expect(down.headers['retry-after']).toBe('5');
@@ -36,9 +37,9 @@ describe.runIf(run)('a PostgreSQL restart under a running service', async () => 
     expect(live.statusCode).toBe(200);
 
     pg.start();
-    const back = await app.inject({ method: 'GET', url: `/api/v1/users/${id}` });
-    const ready = await app.inject({ method: 'GET', url: '/api/public/health/ready' });
-    const write = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() });
+    const back = await api({ method: 'GET', url: `/api/v1/users/${id}` });
+    const ready = await api({ method: 'GET', url: '/api/public/health/ready' });
+    const write = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() });
 
     expect(back.statusCode).toBe(200);
     expect(back.json().id).toBe(id);

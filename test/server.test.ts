@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { aUserRequest } from './support/factories.js';
 import { runServer } from './support/process.js';
 import { engine } from './support/test-app.js';
+import { ADMIN } from './support/tokens.js';
 
 // Process tests do not depend on the engine under test; they run once, in the embedded run.
 const run = engine === 'pglite';
@@ -33,7 +34,7 @@ describe.runIf(run)('the server process', () => {
   });
 
   it('refuses to start in production without a key', async () => {
-    const { exited } = runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://' });
+    const { exited } = runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://', JWT_SECRET: '' });
 
     const { code, stderr } = await exited;
 
@@ -44,12 +45,12 @@ describe.runIf(run)('the server process', () => {
   it('keeps the embedded database under DATA_DIR across a restart', async () => {
     const dataDir = await tempDir();
     const first = await runServer({ DATA_DIR: dataDir }).ready;
-    const created = await fetch(`${first.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(aUserRequest()) });
+    const created = await fetch(`${first.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: ADMIN }, body: JSON.stringify(aUserRequest()) });
     const user = (await created.json()) as { id: number };
     expect((await first.stop()).code).toBe(0);
 
     const second = await runServer({ DATA_DIR: dataDir }).ready;
-    const fetched = await fetch(`${second.url}/api/v1/users/${user.id}`);
+    const fetched = await fetch(`${second.url}/api/v1/users/${user.id}`, { headers: { authorization: ADMIN } });
 
     expect(fetched.status).toBe(200);
     expect(await fetched.json()).toEqual(user);
@@ -69,7 +70,7 @@ describe.runIf(run)('the server process', () => {
     // An in-flight request: headers and half the body sent before the signal, the rest after.
     const body = JSON.stringify(aUserRequest());
     const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${server.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const req = httpRequest(`${server.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: ADMIN } }, (res) => {
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve({ status: res.statusCode!, body: text }));
       });

@@ -1,15 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { aUserRequest, createUser } from './support/factories.js';
+import { aUserRequest, asAdmin, createUser } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 
 const { app } = await buildTestApp();
+const api = asAdmin(app);
 const json = { 'content-type': 'application/json' };
 
 describe('POST /api/v1/users', () => {
   it('creates a user and returns 201 with an absolute Location built from the request', async () => {
     const request = aUserRequest();
 
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: request, headers: { host: 'api.example.test:8443' } });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: request, headers: { host: 'api.example.test:8443' } });
 
     expect(response.statusCode).toBe(201);
     const user = response.json();
@@ -18,7 +19,7 @@ describe('POST /api/v1/users', () => {
     expect(response.headers.location).toBe(`http://api.example.test:8443/api/v1/users/${user.id}`);
     expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(response.headers['cache-control']).toBe('no-store');
-    const followUp = await app.inject({ method: 'GET', url: response.headers.location as string });
+    const followUp = await api({ method: 'GET', url: response.headers.location as string });
     expect(followUp.json()).toEqual(user);
   });
 
@@ -33,13 +34,13 @@ describe('POST /api/v1/users', () => {
   });
 
   it('never returns the password or its hash', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ password: 'a-very-secret-pass' }) });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ password: 'a-very-secret-pass' }) });
 
     expect(response.body).not.toMatch(/password|a-very-secret-pass|argon2/i);
   });
 
   it('ignores unknown members (spec 9.3)', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ role: 'admin', id: 999999, passwordHash: 'x' }) });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ role: 'admin', id: 999999, passwordHash: 'x' }) });
 
     expect(response.statusCode).toBe(201);
     expect(Object.keys(response.json())).toEqual(['id', 'name', 'email', 'createdAt']);
@@ -47,7 +48,7 @@ describe('POST /api/v1/users', () => {
   });
 
   it('returns 400 listing every violated rule with Bean Validation messages, sorted by field then message', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: { name: '', email: 'not-an-email', password: 'short' } });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: '', email: 'not-an-email', password: 'short' } });
 
     expect(response.statusCode).toBe(400);
     expect(response.headers['content-type']).toBe('application/problem+json');
@@ -67,7 +68,7 @@ describe('POST /api/v1/users', () => {
   });
 
   it('reports missing and null fields as blank', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: { name: null } });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: null } });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -78,15 +79,15 @@ describe('POST /api/v1/users', () => {
   });
 
   it('treats an empty body as one with every field missing', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', headers: json, payload: '' });
+    const response = await api({ method: 'POST', url: '/api/v1/users', headers: json, payload: '' });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors.map((e: { field: string }) => e.field)).toEqual(['email', 'name', 'password']);
   });
 
   it('does not apply the e-mail format rule to an empty string, but does to white space (Hibernate)', async () => {
-    const empty = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: '' }) });
-    const spaces = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: '   ' }) });
+    const empty = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: '' }) });
+    const spaces = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: '   ' }) });
 
     expect(empty.json().errors).toEqual([{ field: 'email', message: 'must not be blank', rejected: '' }]);
     expect(spaces.json().errors).toEqual([
@@ -96,9 +97,9 @@ describe('POST /api/v1/users', () => {
   });
 
   it('checks lengths at their bounds', async () => {
-    const tooLong = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(101), password: 'p'.repeat(73) }) });
-    const atBounds = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'xy', password: 'p'.repeat(72) }) });
-    const longest = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(100), password: 'p'.repeat(8) }) });
+    const tooLong = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(101), password: 'p'.repeat(73) }) });
+    const atBounds = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'xy', password: 'p'.repeat(72) }) });
+    const longest = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(100), password: 'p'.repeat(8) }) });
 
     expect(tooLong.json().errors).toEqual([
       { field: 'name', message: 'size must be between 2 and 100', rejected: 'x'.repeat(101) },
@@ -109,7 +110,7 @@ describe('POST /api/v1/users', () => {
   });
 
   it('rejects values of the wrong JSON type without coercing them', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: { name: 12345, email: ['a@b.c'], password: true } });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: 12345, email: ['a@b.c'], password: true } });
 
     expect(response.json().errors).toEqual([
       { field: 'email', message: 'must be a string', rejected: '["a@b.c"]' },
@@ -119,7 +120,7 @@ describe('POST /api/v1/users', () => {
   });
 
   it('answers a body that is not a JSON object with 400', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', headers: json, payload: '[1,2]' });
+    const response = await api({ method: 'POST', url: '/api/v1/users', headers: json, payload: '[1,2]' });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request body must be a JSON object.', instance: '/api/v1/users' });
@@ -128,7 +129,7 @@ describe('POST /api/v1/users', () => {
   it('returns 409 with conflictingField for a duplicate e-mail, ignoring case', async () => {
     const first = await createUser(app);
 
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: first.email.toUpperCase() }) });
+    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: first.email.toUpperCase() }) });
 
     expect(response.statusCode).toBe(409);
     expect(response.json()).toEqual({
@@ -144,7 +145,7 @@ describe('POST /api/v1/users', () => {
   it('creates exactly one user when the same e-mail is posted concurrently', async () => {
     const request = aUserRequest();
 
-    const responses = await Promise.all(Array.from({ length: 8 }, () => app.inject({ method: 'POST', url: '/api/v1/users', payload: request })));
+    const responses = await Promise.all(Array.from({ length: 8 }, () => api({ method: 'POST', url: '/api/v1/users', payload: request })));
 
     const statuses = responses.map((r) => r.statusCode).sort();
     expect(statuses).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
@@ -155,14 +156,14 @@ describe('GET /api/v1/users/{id}', () => {
   it('returns the user', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'GET', url: `/api/v1/users/${user.id}` });
+    const response = await api({ method: 'GET', url: `/api/v1/users/${user.id}` });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual(user);
   });
 
   it('returns the typed entity-not-found problem for a missing user', async () => {
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users/987654321' });
+    const response = await api({ method: 'GET', url: '/api/v1/users/987654321' });
 
     expect(response.statusCode).toBe(404);
     expect(response.headers['content-type']).toBe('application/problem+json');
@@ -181,7 +182,7 @@ describe('GET /api/v1/users/{id}', () => {
     ['0', 'must be greater than or equal to 1', '0'],
     ['99999999999999999999', 'must be less than or equal to 9007199254740991', '100000000000000000000'],
   ])('returns 400 in the users form for the id %s', async (id, message, rejected) => {
-    const response = await app.inject({ method: 'GET', url: `/api/v1/users/${id}` });
+    const response = await api({ method: 'GET', url: `/api/v1/users/${id}` });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({
@@ -200,7 +201,7 @@ describe('GET /api/v1/users', () => {
   it('returns the page envelope with defaults page 0, size 20, sort id', async () => {
     await createUser(app);
 
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users' });
+    const response = await api({ method: 'GET', url: '/api/v1/users' });
 
     expect(response.statusCode).toBe(200);
     const page = response.json();
@@ -215,9 +216,9 @@ describe('GET /api/v1/users', () => {
 
   it('pages, with X-Total-Count and a Link header that keeps size and sort', async () => {
     for (let i = 0; i < 5; i++) await createUser(app);
-    const total = (await app.inject({ method: 'GET', url: '/api/v1/users?size=1' })).json().totalElements as number;
+    const total = (await api({ method: 'GET', url: '/api/v1/users?size=1' })).json().totalElements as number;
 
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users?page=1&size=2&sort=name,desc', headers: { host: 'h.test' } });
+    const response = await api({ method: 'GET', url: '/api/v1/users?page=1&size=2&sort=name,desc', headers: { host: 'h.test' } });
 
     const page = response.json();
     expect(page).toMatchObject({ number: 1, size: 2, first: false, totalElements: total, totalPages: Math.ceil(total / 2), last: total <= 4 });
@@ -239,7 +240,7 @@ describe('GET /api/v1/users', () => {
 
     for (const [sort, key] of [['name', 'name'], ['email', 'email'], ['createdAt', 'createdAt'], ['id', 'id']] as const) {
       for (const dir of ['asc', 'desc'] as const) {
-        const page = (await app.inject({ method: 'GET', url: `/api/v1/users?size=100&sort=${sort},${dir}` })).json();
+        const page = (await api({ method: 'GET', url: `/api/v1/users?size=100&sort=${sort},${dir}` })).json();
         const rows = page.content as Record<string, string | number>[];
         for (let i = 1; i < rows.length; i++) {
           const a = rows[i - 1]!;
@@ -250,20 +251,20 @@ describe('GET /api/v1/users', () => {
         }
       }
     }
-    const byName = (await app.inject({ method: 'GET', url: '/api/v1/users?size=100&sort=name,desc' })).json().content as { name: string; id: number }[];
+    const byName = (await api({ method: 'GET', url: '/api/v1/users?size=100&sort=name,desc' })).json().content as { name: string; id: number }[];
     const zeds = byName.filter((u) => u.name === 'Zed Same');
     expect(zeds[0]!.id).toBeLessThan(zeds[1]!.id);
   });
 
   it('clamps size above 100 to 100', async () => {
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users?size=500' });
+    const response = await api({ method: 'GET', url: '/api/v1/users?size=500' });
 
     expect(response.statusCode).toBe(200);
     expect(response.json().size).toBe(100);
   });
 
   it('returns an empty last page past the end, with the true total', async () => {
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users?page=100000&size=100' });
+    const response = await api({ method: 'GET', url: '/api/v1/users?page=100000&size=100' });
 
     const page = response.json();
     expect(page.content).toEqual([]);
@@ -272,7 +273,7 @@ describe('GET /api/v1/users', () => {
   });
 
   it('returns 400 in the users form for bad paging and sort values', async () => {
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users?page=-1&size=0&sort=password' });
+    const response = await api({ method: 'GET', url: '/api/v1/users?page=-1&size=0&sort=password' });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({
@@ -290,7 +291,7 @@ describe('GET /api/v1/users', () => {
   });
 
   it('returns 400 for a non-numeric page', async () => {
-    const response = await app.inject({ method: 'GET', url: '/api/v1/users?page=two' });
+    const response = await api({ method: 'GET', url: '/api/v1/users?page=two' });
 
     expect(response.json().errors).toEqual([{ field: 'page', message: 'must be an integer', rejected: 'two' }]);
   });
@@ -301,25 +302,25 @@ describe('PUT /api/v1/users/{id}', () => {
     const user = await createUser(app);
     const replacement = { name: 'Replaced Name', email: `replaced.${user.id}@example.com` };
 
-    const response = await app.inject({ method: 'PUT', url: `/api/v1/users/${user.id}`, payload: replacement });
+    const response = await api({ method: 'PUT', url: `/api/v1/users/${user.id}`, payload: replacement });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ ...user, ...replacement });
-    expect((await app.inject({ method: 'GET', url: `/api/v1/users/${user.id}` })).json()).toEqual({ ...user, ...replacement });
+    expect((await api({ method: 'GET', url: `/api/v1/users/${user.id}` })).json()).toEqual({ ...user, ...replacement });
   });
 
   it('requires every field (an omitted field is not "absent")', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'PUT', url: `/api/v1/users/${user.id}`, payload: { name: 'Only Name' } });
+    const response = await api({ method: 'PUT', url: `/api/v1/users/${user.id}`, payload: { name: 'Only Name' } });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([{ field: 'email', message: 'must not be blank', rejected: null }]);
-    expect((await app.inject({ method: 'GET', url: `/api/v1/users/${user.id}` })).json()).toEqual(user);
+    expect((await api({ method: 'GET', url: `/api/v1/users/${user.id}` })).json()).toEqual(user);
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await app.inject({ method: 'PUT', url: '/api/v1/users/987654321', payload: { name: 'Somebody', email: 'somebody@example.com' } });
+    const response = await api({ method: 'PUT', url: '/api/v1/users/987654321', payload: { name: 'Somebody', email: 'somebody@example.com' } });
 
     expect(response.statusCode).toBe(404);
     expect(response.json().title).toBe('Entity Not Found');
@@ -329,7 +330,7 @@ describe('PUT /api/v1/users/{id}', () => {
     const a = await createUser(app);
     const b = await createUser(app);
 
-    const response = await app.inject({ method: 'PUT', url: `/api/v1/users/${b.id}`, payload: { name: b.name, email: a.email } });
+    const response = await api({ method: 'PUT', url: `/api/v1/users/${b.id}`, payload: { name: b.name, email: a.email } });
 
     expect(response.statusCode).toBe(409);
     expect(response.json().conflictingField).toBe('email');
@@ -340,7 +341,7 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('changes only the members sent', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Patched' } });
+    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Patched' } });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ ...user, name: 'Patched' });
@@ -349,7 +350,7 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('accepts application/merge-patch+json', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({
+    const response = await api({
       method: 'PATCH',
       url: `/api/v1/users/${user.id}`,
       headers: { 'content-type': 'application/merge-patch+json' },
@@ -363,7 +364,7 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('ignores members that cannot be patched', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { password: 'new-password-1', createdAt: '2000-01-01T00:00:00.000', id: 1 } });
+    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { password: 'new-password-1', createdAt: '2000-01-01T00:00:00.000', id: 1 } });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual(user);
@@ -372,7 +373,7 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('validates the members sent as on create', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'x', email: 'bad' } });
+    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'x', email: 'bad' } });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -382,7 +383,7 @@ describe('PATCH /api/v1/users/{id}', () => {
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await app.inject({ method: 'PATCH', url: '/api/v1/users/987654321', payload: { name: 'Nobody' } });
+    const response = await api({ method: 'PATCH', url: '/api/v1/users/987654321', payload: { name: 'Nobody' } });
 
     expect(response.statusCode).toBe(404);
   });
@@ -391,7 +392,7 @@ describe('PATCH /api/v1/users/{id}', () => {
     const a = await createUser(app);
     const b = await createUser(app);
 
-    const response = await app.inject({ method: 'PATCH', url: `/api/v1/users/${b.id}`, payload: { email: a.email.toUpperCase() } });
+    const response = await api({ method: 'PATCH', url: `/api/v1/users/${b.id}`, payload: { email: a.email.toUpperCase() } });
 
     expect(response.statusCode).toBe(409);
     expect(response.json().conflictingField).toBe('email');
@@ -402,13 +403,13 @@ describe('DELETE /api/v1/users/{id}', () => {
   it('returns 204 with no body, and 204 again when the user is already gone', async () => {
     const user = await createUser(app);
 
-    const first = await app.inject({ method: 'DELETE', url: `/api/v1/users/${user.id}` });
-    const second = await app.inject({ method: 'DELETE', url: `/api/v1/users/${user.id}` });
+    const first = await api({ method: 'DELETE', url: `/api/v1/users/${user.id}` });
+    const second = await api({ method: 'DELETE', url: `/api/v1/users/${user.id}` });
 
     expect(first.statusCode).toBe(204);
     expect(first.body).toBe('');
     expect(second.statusCode).toBe(204);
-    expect((await app.inject({ method: 'GET', url: `/api/v1/users/${user.id}` })).statusCode).toBe(404);
+    expect((await api({ method: 'GET', url: `/api/v1/users/${user.id}` })).statusCode).toBe(404);
   });
 });
 
@@ -416,9 +417,9 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   it('changes the password with the current one, and then needs the new one', async () => {
     const user = await createUser(app, { password: 'first-password' });
 
-    const changed = await app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'second-password' } });
-    const withOld = await app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'third-password' } });
-    const withNew = await app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'second-password', newPassword: 'third-password' } });
+    const changed = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'second-password' } });
+    const withOld = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'third-password' } });
+    const withNew = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'second-password', newPassword: 'third-password' } });
 
     expect(changed.statusCode).toBe(204);
     expect(changed.body).toBe('');
@@ -436,7 +437,7 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   it('validates in the users form and never echoes a password', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: ' ', newPassword: 'short' } });
+    const response = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: ' ', newPassword: 'short' } });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -446,7 +447,7 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users/987654321/password-changes', payload: { currentPassword: 'whatever1', newPassword: 'whatever2' } });
+    const response = await api({ method: 'POST', url: '/api/v1/users/987654321/password-changes', payload: { currentPassword: 'whatever1', newPassword: 'whatever2' } });
 
     expect(response.statusCode).toBe(404);
   });
@@ -456,14 +457,14 @@ describe('POST /api/v1/users/{id}/password-resets', () => {
   it('accepts a reset request with 202 and no body', async () => {
     const user = await createUser(app);
 
-    const response = await app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-resets` });
+    const response = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-resets` });
 
     expect(response.statusCode).toBe(202);
     expect(response.body).toBe('');
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await app.inject({ method: 'POST', url: '/api/v1/users/987654321/password-resets' });
+    const response = await api({ method: 'POST', url: '/api/v1/users/987654321/password-resets' });
 
     expect(response.statusCode).toBe(404);
   });
@@ -471,9 +472,10 @@ describe('POST /api/v1/users/{id}/password-resets', () => {
 
 describe('Location behind a proxy', async () => {
   const proxied = (await buildTestApp({ TRUST_PROXY: 'true' })).app;
+  const proxiedApi = asAdmin(proxied);
 
   it('uses X-Forwarded-Proto, -Host, -Port and -Prefix when TRUST_PROXY is on', async () => {
-    const response = await proxied.inject({
+    const response = await proxiedApi({
       method: 'POST',
       url: '/api/v1/users',
       payload: aUserRequest(),
@@ -484,7 +486,7 @@ describe('Location behind a proxy', async () => {
   });
 
   it('drops the default port of the scheme', async () => {
-    const response = await proxied.inject({
+    const response = await proxiedApi({
       method: 'POST',
       url: '/api/v1/users',
       payload: aUserRequest(),
@@ -495,7 +497,7 @@ describe('Location behind a proxy', async () => {
   });
 
   it('ignores X-Forwarded-* when TRUST_PROXY is off', async () => {
-    const response = await app.inject({
+    const response = await api({
       method: 'POST',
       url: '/api/v1/users',
       payload: aUserRequest(),

@@ -1,7 +1,8 @@
 // The users use cases (spec 4.1, DESIGN §3). No HTTP, no SQL: rules, hashing and mapping.
 import { createHash, randomBytes } from 'node:crypto';
+import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { BusinessRuleViolation, EntityNotFound } from '../errors.js';
+import { BusinessRuleViolation, EntityNotFound, Forbidden } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
@@ -15,7 +16,20 @@ export function toUser(row: PublicUserRow): UserV1 {
   return { id: row.id, name: row.name, email: row.email, createdAt: row.created_at.toISOString().slice(0, 23) };
 }
 
-export async function getUser(db: Db, id: number): Promise<UserV1> {
+/**
+ * OWASP API1 (DESIGN §2): without admin, a caller reaches only its own user; any other answers
+ * exactly as a missing one would. Every use case that takes a user id goes through here.
+ */
+function assertReachable(caller: Principal, id: number): void {
+  if (!canReachUser(caller, id)) throw new EntityNotFound('User', id);
+}
+
+function assertAdmin(caller: Principal, what: string): void {
+  if (!caller.admin) throw new Forbidden(`${what} needs the admin scope.`, 'admin');
+}
+
+export async function getUser(db: Db, caller: Principal, id: number): Promise<UserV1> {
+  assertReachable(caller, id);
   const row = await repo.findUserById(db, id);
   if (row === undefined) throw new EntityNotFound('User', id);
   return toUser(row);
@@ -35,7 +49,8 @@ export interface PageOf<T> {
 }
 
 /** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
-export async function listUsers(db: Db, q: UserListRequest): Promise<PageOf<UserV1>> {
+export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<UserV1>> {
+  assertAdmin(caller, 'Listing users');
   const size = Math.min(q.size, MAX_PAGE_SIZE);
   const [field, dir] = q.sort.split(',');
   const { rows, total } = await repo.listUsers(db, {
@@ -47,35 +62,43 @@ export async function listUsers(db: Db, q: UserListRequest): Promise<PageOf<User
   return { content: rows.map(toUser), total, page: q.page, size };
 }
 
-export async function createUser(db: Db, input: CreateUserV1): Promise<UserV1> {
+export async function createUser(db: Db, caller: Principal, input: CreateUserV1): Promise<UserV1> {
+  assertAdmin(caller, 'Creating a user');
   const row = await repo.insertUser(db, { name: input.name, email: input.email, password_hash: await hashPassword(input.password) });
   return toUser(row);
 }
 
 /** spec 4.1 rule 2: PUT replaces every replaceable field. */
-export async function replaceUser(db: Db, id: number, input: UpdateUserV1): Promise<UserV1> {
+export async function replaceUser(db: Db, caller: Principal, id: number, input: UpdateUserV1): Promise<UserV1> {
+  assertReachable(caller, id);
   const row = await repo.updateUser(db, id, { name: input.name, email: input.email });
   if (row === undefined) throw new EntityNotFound('User', id);
   return toUser(row);
 }
 
 /** DESIGN §3: only name and email can be patched; other members are ignored. */
-export async function patchUser(db: Db, id: number, input: PatchUserV1): Promise<UserV1> {
+export async function patchUser(db: Db, caller: Principal, id: number, input: PatchUserV1): Promise<UserV1> {
+  assertReachable(caller, id);
   const changes: { name?: string; email?: string } = {};
   if (input.name !== undefined) changes.name = input.name;
   if (input.email !== undefined) changes.email = input.email;
-  if (Object.keys(changes).length === 0) return getUser(db, id);
+  if (Object.keys(changes).length === 0) return getUser(db, caller, id);
   const row = await repo.updateUser(db, id, changes);
   if (row === undefined) throw new EntityNotFound('User', id);
   return toUser(row);
 }
 
-/** spec 4.1 rule 3: deleting is idempotent. The user's orders stay (DESIGN §3). */
-export async function deleteUser(db: Db, id: number): Promise<void> {
+/**
+ * spec 4.1 rule 3: deleting is idempotent. The user's orders stay (DESIGN §3). Another user's
+ * id, without admin, is a user that does not exist for this caller: nothing happens, 204.
+ */
+export async function deleteUser(db: Db, caller: Principal, id: number): Promise<void> {
+  if (!canReachUser(caller, id)) return;
   await repo.deleteUserById(db, id);
 }
 
-export async function changePassword(db: Db, id: number, input: PasswordChange): Promise<void> {
+export async function changePassword(db: Db, caller: Principal, id: number, input: PasswordChange): Promise<void> {
+  assertReachable(caller, id);
   const current = await repo.findPasswordHash(db, id);
   if (current === undefined) throw new EntityNotFound('User', id);
   if (!(await verifyPassword(current, input.currentPassword))) throw new BusinessRuleViolation('The current password is incorrect.');
@@ -87,7 +110,8 @@ export async function changePassword(db: Db, id: number, input: PasswordChange):
  * Records a reset request: a random token whose SHA-256 is stored with an expiry. Delivering
  * the token (e-mail) is out of band (DESIGN §3); the caller learns only that it was accepted.
  */
-export async function requestPasswordReset(db: Db, id: number): Promise<void> {
+export async function requestPasswordReset(db: Db, caller: Principal, id: number): Promise<void> {
+  assertReachable(caller, id);
   if ((await repo.findUserById(db, id)) === undefined) throw new EntityNotFound('User', id);
   const token = randomBytes(32).toString('base64url');
   const tokenHash = createHash('sha256').update(token).digest('hex');

@@ -28,71 +28,82 @@ const usersV1: FastifyPluginAsyncTypebox = async (app) => {
     reply.header('cache-control', 'no-store');
   });
 
+  const read = { scope: 'users:read' };
+  const write = { scope: 'users:write' };
+
   app.get('/', {
-    schema: { tags, summary: 'List users', querystring: UserListQuerySchema, response: { 200: UserPageV1Schema, ...problemResponses(400) } },
-    handler: async (request, reply) => paged(request, reply, trustProxy, await users.listUsers(db, request.query)),
+    config: read,
+    schema: { tags, summary: 'List users', querystring: UserListQuerySchema, response: { 200: UserPageV1Schema, ...problemResponses(400, 401, 403) } },
+    handler: async (request, reply) => paged(request, reply, trustProxy, await users.listUsers(db, request.principal, request.query)),
   });
 
   app.get('/:id', {
-    schema: { tags, summary: 'Get a user', params: IdParamSchema, response: { 200: UserV1Schema, ...problemResponses(400, 404) } },
-    handler: async (request) => users.getUser(db, request.params.id),
+    config: read,
+    schema: { tags, summary: 'Get a user', params: IdParamSchema, response: { 200: UserV1Schema, ...problemResponses(400, 401, 403, 404) } },
+    handler: async (request) => users.getUser(db, request.principal, request.params.id),
   });
 
   app.post('/', {
-    schema: { tags, summary: 'Create a user', body: CreateUserV1Schema, response: { 201: UserV1Schema, ...problemResponses(400, 409, 415) } },
+    config: write,
+    schema: { tags, summary: 'Create a user', body: CreateUserV1Schema, response: { 201: UserV1Schema, ...problemResponses(400, 401, 403, 409, 415) } },
     handler: async (request, reply) => {
-      const user = await users.createUser(db, request.body);
+      const user = await users.createUser(db, request.principal, request.body);
       return reply.code(201).header('location', createdLocation(request, trustProxy, user.id)).send(user);
     },
   });
 
   app.put('/:id', {
-    schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV1Schema, response: { 200: UserV1Schema, ...problemResponses(400, 404, 409, 415) } },
-    handler: async (request) => users.replaceUser(db, request.params.id, request.body),
+    config: write,
+    schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV1Schema, response: { 200: UserV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
+    handler: async (request) => users.replaceUser(db, request.principal, request.params.id, request.body),
   });
 
   app.patch('/:id', {
+    config: write,
     schema: {
       tags,
       summary: 'Change some fields of a user',
       params: IdParamSchema,
       body: PatchUserV1Schema,
-      response: { 200: UserV1Schema, ...problemResponses(400, 404, 409, 415) },
+      response: { 200: UserV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
     },
-    handler: async (request) => users.patchUser(db, request.params.id, request.body),
+    handler: async (request) => users.patchUser(db, request.principal, request.params.id, request.body),
   });
 
   app.delete('/:id', {
-    schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400) } },
+    config: write,
+    schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
     handler: async (request, reply) => {
-      await users.deleteUser(db, request.params.id);
+      await users.deleteUser(db, request.principal, request.params.id);
       return reply.code(204).send(undefined);
     },
   });
 
   app.post('/:id/password-changes', {
+    config: write,
     schema: {
       tags,
       summary: 'Change the password',
       params: IdParamSchema,
       body: PasswordChangeSchema,
-      response: { 204: NoContentSchema, ...problemResponses(400, 404, 415, 422) },
+      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 404, 415, 422) },
     },
     handler: async (request, reply) => {
-      await users.changePassword(db, request.params.id, request.body);
+      await users.changePassword(db, request.principal, request.params.id, request.body);
       return reply.code(204).send(undefined);
     },
   });
 
   app.post('/:id/password-resets', {
+    config: write,
     schema: {
       tags,
       summary: 'Request a password reset (the token is delivered out of band)',
       params: IdParamSchema,
-      response: { 202: NoContentSchema, ...problemResponses(400, 404) },
+      response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
     },
     handler: async (request, reply) => {
-      await users.requestPasswordReset(db, request.params.id);
+      await users.requestPasswordReset(db, request.principal, request.params.id);
       return reply.code(202).send(undefined);
     },
   });

@@ -2,6 +2,7 @@
 // persistence that an in-process app cannot show.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { TEST_JWT_SECRET } from './test-app.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -18,7 +19,7 @@ export interface ServerProcess {
 export function runServer(env: Record<string, string>): { child: ChildProcess; exited: ServerProcess['exited']; logs: Record<string, unknown>[]; ready: Promise<ServerProcess> } {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', PORT: '0', LOG_FORMAT: 'json', LOG_LEVEL: 'info', ...env },
+    env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', PORT: '0', LOG_FORMAT: 'json', LOG_LEVEL: 'info', JWT_SECRET: TEST_JWT_SECRET, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Record<string, unknown>[] = [];

@@ -2,18 +2,18 @@
 // failures, unknown routes (404) and known routes asked with another method (405 + Allow).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import FindMyWay, { type HTTPVersion } from 'find-my-way';
 import { requestPath } from '../request-url.js';
+import type { Method, RouteTable } from '../route-table.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** How this route reports errors (spec 7.3); typed when unset. */
     problemForm?: import('./to-problem.js').ProblemForm;
+    /** false keeps a catch-all route (CORS's OPTIONS) out of the table behind 405's Allow. */
+    routeTable?: false;
   }
 }
-
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export function problemContext(request: FastifyRequest, errorTypeBase: string): ProblemContext {
   return {
@@ -34,16 +34,11 @@ export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply
     .send(problem.body);
 }
 
-async function problems(app: FastifyInstance): Promise<void> {
+async function problems(app: FastifyInstance, { routes }: { routes: RouteTable }): Promise<void> {
   const errorTypeBase = app.config.errorTypeBase;
-  // A second router, fed every route, answers "which methods does this path have?" for 405.
-  const known = FindMyWay<HTTPVersion.V1>({ ignoreTrailingSlash: false });
-  const noop = () => {};
+  // Every route, as it is added, goes into the table that answers 405's Allow.
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) {
-      if (!(METHODS as readonly string[]).includes(method)) continue;
-      if (!known.hasRoute(method as 'GET', route.url)) known.on(method as 'GET', route.url, noop);
-    }
+    if (route.config?.routeTable !== false) routes.add(route.method, route.url);
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -55,9 +50,9 @@ async function problems(app: FastifyInstance): Promise<void> {
 
   app.setNotFoundHandler((request, reply) => {
     const path = requestPath(request);
-    const allowed = METHODS.filter((m) => known.find(m, path) !== null);
+    const allowed = routes.allowed(path);
     // A route that exists for this method but found nothing (callNotFound) is a 404, not a 405.
-    if (allowed.length > 0 && !allowed.includes(request.method as (typeof METHODS)[number])) {
+    if (allowed.length > 0 && !allowed.includes(request.method as Method)) {
       return sendProblem(
         reply.header('allow', allowed.join(', ')),
         plain(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}.`, { instance: path }),

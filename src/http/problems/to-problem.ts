@@ -1,7 +1,7 @@
 // Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
 // asks for. Pure: the error handler supplies the context and writes the reply.
 import type { ErrorObject } from 'ajv';
-import { BusinessRuleViolation, Conflict, DatabaseUnavailable, DomainError, EntityNotFound } from '../../errors.js';
+import { BusinessRuleViolation, Conflict, DatabaseUnavailable, DomainError, EntityNotFound, Forbidden, Unauthenticated } from '../../errors.js';
 import { toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 
@@ -93,6 +93,13 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
     return ctx.form === 'typed'
       ? typed('conflict', error.message, ctx, extensions)
       : problem(409, { type: 'about:blank', title: 'Conflict', detail: error.message, instance: ctx.instance, ...extensions });
+  }
+  // DESIGN §2: RFC 6750 challenges on 401 and 403.
+  if (error instanceof Unauthenticated) {
+    return { ...plain(401, error.message, ctx), headers: { 'www-authenticate': error.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' } };
+  }
+  if (error instanceof Forbidden) {
+    return { ...plain(403, error.message, ctx), headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` } };
   }
   if (error instanceof BusinessRuleViolation) return typed('business-rule-violation', error.message, ctx, error.extensions);
   if (error instanceof DatabaseUnavailable) {

@@ -1,0 +1,131 @@
+// Bearer-token authentication and scope checks (spec 5, DESIGN §2). Every path outside
+// /api/public/** needs a valid JWT, known route or not; OPTIONS never does (spec 4.4 rule 3).
+// Each route states the scope it needs in its config; a route without one fails start-up.
+import { createPublicKey } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type CryptoKey, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { principalFrom, type Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
+import { Forbidden, Unauthenticated } from '../errors.js';
+import { requestPath } from './request-url.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The scope a caller needs for this route (DESIGN §2), e.g. 'users:read'. */
+    scope?: string;
+  }
+  interface FastifyRequest {
+    /** The authenticated caller; set on every route outside /api/public/**. */
+    principal: Principal;
+  }
+}
+
+export interface AuthOptions {
+  /** Minimum time between JWKS refetches on an unknown kid (jose's cooldown). */
+  jwksCooldownMs?: number;
+  /** How many verified tokens to keep until they expire; 0 turns the cache off. */
+  tokenCacheSize?: number;
+}
+
+/** Seconds of clock skew tolerated on exp and nbf. */
+export const CLOCK_TOLERANCE_SECONDS = 30;
+
+export function isPublicPath(path: string): boolean {
+  return path === '/api/public' || path.startsWith('/api/public/');
+}
+
+type Key = Uint8Array | CryptoKey | JWTVerifyGetKey;
+
+/**
+ * Verifies access tokens against the configured key, with an allow-list of algorithms that
+ * matches the key (never `none`, never HS256 with a public key), and keeps verified tokens
+ * until they expire so that a client's repeated token is checked once.
+ */
+export class TokenVerifier {
+  readonly #cache = new Map<string, { principal: Principal; expiresAt: number }>();
+
+  private constructor(
+    private readonly key: Key,
+    private readonly algorithms: string[],
+    private readonly jwt: Config['jwt'],
+    private readonly cacheSize: number,
+  ) {}
+
+  static async create(jwt: Config['jwt'], options: AuthOptions = {}): Promise<TokenVerifier> {
+    const cacheSize = options.tokenCacheSize ?? 10_000;
+    if (jwt.secret !== undefined) return new TokenVerifier(new TextEncoder().encode(jwt.secret), ['HS256'], jwt, cacheSize);
+    if (jwt.publicKey !== undefined) {
+      const type = createPublicKey(jwt.publicKey).asymmetricKeyType;
+      const alg = type === 'rsa' ? 'RS256' : type === 'ec' ? 'ES256' : undefined;
+      if (alg === undefined) throw new Error(`JWT_PUBLIC_KEY must be an RSA or EC (P-256) key, not ${type}`);
+      return new TokenVerifier(await importSPKI(jwt.publicKey, alg), [alg], jwt, cacheSize);
+    }
+    if (jwt.jwksUrl !== undefined) {
+      const jwks = createRemoteJWKSet(new URL(jwt.jwksUrl), { cooldownDuration: options.jwksCooldownMs ?? 30_000 });
+      return new TokenVerifier(jwks, ['RS256', 'ES256'], jwt, cacheSize);
+    }
+    throw new Error('No JWT key is configured');
+  }
+
+  async verify(token: string): Promise<Principal> {
+    const hit = this.#cache.get(token);
+    if (hit !== undefined) {
+      if (hit.expiresAt > Date.now()) return hit.principal;
+      this.#cache.delete(token);
+    }
+    const { payload } = await jwtVerify(token, this.key as Uint8Array, {
+      algorithms: this.algorithms,
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      requiredClaims: ['exp', 'sub'],
+      ...(this.jwt.issuer ? { issuer: this.jwt.issuer } : {}),
+      ...(this.jwt.audience ? { audience: this.jwt.audience } : {}),
+    });
+    const principal = principalFrom(payload.sub!, scopesOf(payload));
+    if (this.cacheSize > 0) {
+      // Oldest first out: a Map iterates in insertion order.
+      if (this.#cache.size >= this.cacheSize) this.#cache.delete(this.#cache.keys().next().value!);
+      this.#cache.set(token, { principal, expiresAt: (payload.exp! + CLOCK_TOLERANCE_SECONDS) * 1000 });
+    }
+    return principal;
+  }
+}
+
+/** DESIGN §2: scopes from `scope` (space-separated) or `scp` (array, or string). */
+function scopesOf(payload: JWTPayload): string[] {
+  const raw = payload.scope ?? payload.scp;
+  if (typeof raw === 'string') return raw.split(' ').filter((s) => s !== '');
+  if (Array.isArray(raw)) return raw.filter((s): s is string => typeof s === 'string');
+  return [];
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
+  const verifier = await TokenVerifier.create(app.config.jwt, options);
+
+  // A route cannot be added without stating its scope.
+  app.addHook('onRoute', (route) => {
+    if (route.method === 'OPTIONS' || isPublicPath(route.url)) return;
+    if (!route.config?.scope) throw new Error(`${String(route.method)} ${route.url} declares no scope (route config.scope, DESIGN §2)`);
+  });
+
+  app.decorateRequest('principal', null as unknown as Principal);
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'OPTIONS' || isPublicPath(requestPath(request))) return;
+    const header = request.headers.authorization;
+    const match = header === undefined ? null : BEARER.exec(header);
+    if (match === null) throw new Unauthenticated('A Bearer access token is required.', false);
+    try {
+      request.principal = await verifier.verify(match[1]!);
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw new Unauthenticated('The access token has expired.', true);
+      if (error instanceof joseErrors.JOSEError) throw new Unauthenticated('The access token is invalid.', true);
+      throw error;
+    }
+    const scope = request.routeOptions.config?.scope;
+    if (scope !== undefined && !request.principal.scopes.has(scope)) throw new Forbidden(`This request needs the ${scope} scope.`, scope);
+  });
+}
+
+export default fp(auth, { name: 'auth', dependencies: ['request-context'] });

@@ -1,0 +1,148 @@
+// The cross-origin policy of spec 4.4 and DESIGN §7. Written here rather than through
+// @fastify/cors, which applies no per-path policy to preflights, answers a refused preflight
+// with Access-Control-Allow-* headers, and does not check the requested method and headers.
+//
+// Policies match by path, first match wins: /api/public/** (any origin echoed, GET only, no
+// credentials), then /api/** (the configured origins, credentials allowed). Every answer under
+// a policy carries Vary: Origin, since it depends on the origin; errors carry the same CORS
+// headers as successes because they are set before anything else can fail.
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import fp from 'fastify-plugin';
+import { requestPath } from './request-url.js';
+import type { RouteTable } from './route-table.js';
+
+export interface CorsPolicy {
+  readonly prefix: string;
+  readonly allowsOrigin: (origin: string) => boolean;
+  readonly credentials: boolean;
+  readonly methods: readonly string[];
+  readonly allowedHeaders: readonly string[];
+  readonly exposedHeaders: readonly string[];
+  readonly maxAge: number;
+}
+
+const MAX_AGE = 3600;
+const ALLOWED_HEADERS = ['Content-Type', 'Authorization'];
+const EXPOSED_HEADERS = ['X-Total-Count', 'Location'];
+const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
+
+/** Lower-case scheme and host, default port dropped; undefined when it is not an origin. */
+export function normalizeOrigin(origin: string): string | undefined {
+  const m = /^(https?):\/\/([^/:?#\s]+)(?::(\d{1,5}))?$/i.exec(origin.trim());
+  if (m === null) return undefined;
+  const scheme = m[1]!.toLowerCase();
+  const port = m[3] !== undefined && DEFAULT_PORTS[`${scheme}:`] !== m[3] ? `:${Number(m[3])}` : '';
+  return `${scheme}://${m[2]!.toLowerCase()}${port}`;
+}
+
+/**
+ * Compiles the configured origins into one test. In a pattern, `*` stands for one or more
+ * subdomain labels; a pattern without a port matches only the scheme's default port.
+ */
+export function originMatcher(configured: readonly string[]): (origin: string) => boolean {
+  const exact = new Set<string>();
+  const patterns: RegExp[] = [];
+  for (const entry of configured) {
+    if (entry.includes('*')) {
+      const normalized = normalizeOrigin(entry.replace(/\*/g, 'wildcard-label')) ?? entry.toLowerCase();
+      const source = normalized
+        .split('wildcard-label')
+        .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)*[a-z0-9](?:[a-z0-9-]*[a-z0-9])?');
+      patterns.push(new RegExp(`^${source}$`));
+    } else {
+      const normalized = normalizeOrigin(entry);
+      if (normalized !== undefined) exact.add(normalized);
+    }
+  }
+  return (origin) => {
+    const normalized = normalizeOrigin(origin);
+    if (normalized === undefined) return false;
+    return exact.has(normalized) || patterns.some((p) => p.test(normalized));
+  };
+}
+
+export function corsPolicies(allowedOrigins: readonly string[]): CorsPolicy[] {
+  return [
+    {
+      prefix: '/api/public/',
+      allowsOrigin: (origin) => normalizeOrigin(origin) !== undefined,
+      credentials: false,
+      methods: ['GET'],
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: MAX_AGE,
+    },
+    {
+      prefix: '/api/',
+      allowsOrigin: originMatcher(allowedOrigins),
+      credentials: true,
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: MAX_AGE,
+    },
+  ];
+}
+
+/** Adds fields to Vary, keeping what is there and listing each once. */
+export function appendVary(reply: FastifyReply, ...fields: string[]): void {
+  const current = reply.getHeader('vary');
+  const list = typeof current === 'string' && current !== '' ? current.split(',').map((f) => f.trim()) : [];
+  const lower = new Set(list.map((f) => f.toLowerCase()));
+  for (const field of fields) if (!lower.has(field.toLowerCase())) list.push(field);
+  reply.header('vary', list.join(', '));
+}
+
+async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): Promise<void> {
+  const policies = corsPolicies(app.config.corsAllowedOrigins);
+  const policyFor = (path: string) => policies.find((p) => `${path}/`.startsWith(p.prefix));
+
+  app.addHook('onRequest', async (request, reply) => {
+    const path = requestPath(request);
+    const policy = policyFor(path);
+    if (policy === undefined) return;
+    appendVary(reply, 'Origin');
+    const origin = request.headers.origin;
+    const requestedMethod = request.headers['access-control-request-method'];
+
+    if (request.method === 'OPTIONS' && requestedMethod !== undefined) {
+      // A preflight: never authenticated (spec 4.4 rule 3); refused ones get no Allow-* header.
+      appendVary(reply, 'Access-Control-Request-Method', 'Access-Control-Request-Headers');
+      const requestedHeaders = (request.headers['access-control-request-headers'] ?? '')
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter((h) => h !== '');
+      const allowedHeaders = new Set(policy.allowedHeaders.map((h) => h.toLowerCase()));
+      if (
+        origin !== undefined &&
+        policy.allowsOrigin(origin) &&
+        policy.methods.includes(requestedMethod.toUpperCase()) &&
+        requestedHeaders.every((h) => allowedHeaders.has(h))
+      ) {
+        reply.header('access-control-allow-origin', origin);
+        if (policy.credentials) reply.header('access-control-allow-credentials', 'true');
+        reply.header('access-control-allow-methods', policy.methods.join(', '));
+        reply.header('access-control-allow-headers', policy.allowedHeaders.join(', '));
+        reply.header('access-control-max-age', String(policy.maxAge));
+      }
+      return reply.code(204).send();
+    }
+
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    if (origin !== undefined && policy.allowsOrigin(origin) && policy.methods.includes(method)) {
+      reply.header('access-control-allow-origin', origin);
+      if (policy.credentials) reply.header('access-control-allow-credentials', 'true');
+      reply.header('access-control-expose-headers', policy.exposedHeaders.join(', '));
+    }
+  });
+
+  // An OPTIONS that is not a preflight asks which methods a path has.
+  app.options('/*', { config: { routeTable: false }, schema: { hide: true } }, async (request, reply) => {
+    const allowed = routes.allowed(requestPath(request));
+    if (allowed.length === 0) return reply.callNotFound();
+    return reply.code(204).header('allow', allowed.join(', ')).send();
+  });
+}
+
+export default fp(cors, { name: 'cors', dependencies: ['request-context'] });
