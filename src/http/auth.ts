@@ -68,6 +68,11 @@ export class TokenVerifier {
     throw new Error('No JWT key is configured');
   }
 
+  /** How many verified tokens are held now. */
+  get cachedTokens(): number {
+    return this.#cache.size;
+  }
+
   async verify(token: string): Promise<Principal> {
     const hit = this.#cache.get(token);
     if (hit !== undefined) {
@@ -93,10 +98,12 @@ export class TokenVerifier {
 
 /** DESIGN §2: scopes from `scope` (space-separated) or `scp` (array, or string). */
 function scopesOf(payload: JWTPayload): string[] {
-  const raw = payload.scope ?? payload.scp;
-  if (typeof raw === 'string') return raw.split(' ').filter((s) => s !== '');
-  if (Array.isArray(raw)) return raw.filter((s): s is string => typeof s === 'string');
-  return [];
+  const out: string[] = [];
+  for (const raw of [payload.scope, payload.scp]) {
+    if (typeof raw === 'string') out.push(...raw.split(' ').filter((s) => s !== ''));
+    else if (Array.isArray(raw)) out.push(...raw.filter((s): s is string => typeof s === 'string'));
+  }
+  return out;
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;

@@ -45,7 +45,8 @@ export async function buildTestApp(env: Record<string, string | undefined> = {})
       done();
     },
   });
-  const app = await buildApp({ config, db, logger: pino({ level: 'info' }, sink) });
+  // A short JWKS cooldown lets the key-rotation test run in a second instead of thirty.
+  const app = await buildApp({ config, db, logger: pino({ level: 'info' }, sink), auth: { jwksCooldownMs: 1000 } });
 
   afterAll(async () => {
     await app.close();
