@@ -10,6 +10,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
+import { SignJWT } from 'jose';
 import { DEFAULT_POOL_SIZE } from '../src/config.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -19,6 +20,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL = Number(process.env.DATABASE_POOL_SIZE ?? DEFAULT_POOL_SIZE);
 const DB_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/resource_api_bench';
 const SEED_USERS = 1000;
+const SECRET = 'benchmark-secret-benchmark-secret-benchmark';
+// One admin token for every request, as a real client reuses its token until it expires.
+const AUTH = `Bearer ${await new SignJWT({ scope: 'admin users:read users:write' }).setProtectedHeader({ alg: 'HS256' }).setSubject('1').setExpirationTime('2h').sign(new TextEncoder().encode(SECRET))}`;
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined; // filter targets (anchors always run)
 
 const children: ChildProcess[] = [];
@@ -58,7 +62,7 @@ async function seed(base: string): Promise<void> {
       Array.from({ length: 50 }, (_, j) =>
         fetch(`${base}/api/v1/users`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', authorization: AUTH },
           body: JSON.stringify({ name: `Seed ${i + j}`, email: `seed${i + j}@example.com`, password: 'benchmark-password' }),
         }).then((r) => r.arrayBuffer()),
       ),
@@ -75,12 +79,12 @@ interface Target {
 
 let postCounter = 0;
 function load(target: Target): Promise<autocannon.Result> {
-  const opts: autocannon.Options = { url: target.url, connections: CONNECTIONS, duration: DURATION, pipelining: 1 };
+  const opts: autocannon.Options = { url: target.url, connections: CONNECTIONS, duration: DURATION, pipelining: 1, headers: { authorization: AUTH } };
   if (target.post) {
     opts.requests = [
       {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', authorization: AUTH },
         setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: 'Bench User', email: `bench${process.pid}.${postCounter++}@example.com`, password: 'benchmark-password' }) }),
       },
     ];
@@ -97,7 +101,7 @@ async function main(): Promise<void> {
   await recreateDatabase();
 
   const ports = { http: 18081, pg: 18082, svcPg: 18083, svcLite: 18084 };
-  const common = { NODE_ENV: 'production', JWT_SECRET: 'benchmark-secret-benchmark-secret-benchmark', LOG_LEVEL: 'info', LOG_FORMAT: 'json', HOST: '127.0.0.1' };
+  const common = { NODE_ENV: 'production', JWT_SECRET: SECRET, LOG_LEVEL: 'info', LOG_FORMAT: 'json', HOST: '127.0.0.1' };
   await start(['dist/src/server.js'], { ...common, PORT: String(ports.svcPg), DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) }, /resource-api ready/);
   await start(['dist/src/server.js'], { ...common, PORT: String(ports.svcLite), DATABASE_URL: 'memory://' }, /resource-api ready/);
   await start(['--import', 'tsx', 'bench/anchors.ts', 'http', String(ports.http)], {}, /ready/);
