@@ -13,6 +13,8 @@ import problems from './http/problems/error-handler.js';
 import requestContext, { genReqId } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
 import { createValidatorCompiler } from './http/validation.js';
+import productRoutes from './products/products.routes.js';
+import stockRoutes from './products/stock.routes.js';
 import publicRoutes from './public/index.js';
 import v1 from './versions/v1.js';
 
@@ -61,6 +63,8 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
 
   // Resources.
   await app.register(publicRoutes, { prefix: '/api/public' });
+  await app.register(productRoutes, { prefix: '/api/products' }); // unversioned (spec 9.5)
+  await app.register(stockRoutes, { prefix: '/api/stock' });
   await app.register(v1, { prefix: '/api/v1' });
 
   await app.ready();

@@ -67,3 +67,32 @@ export class Unauthenticated extends DomainError {
     super(message);
   }
 }
+
+/** A cancellation of an order that is already cancelled (spec 3: 409). */
+export class OrderAlreadyCancelled extends Conflict {
+  constructor(readonly orderId: number) {
+    super(`Order ${orderId} is already cancelled.`);
+  }
+}
+
+/** An action or change the order's current status does not allow (DESIGN §5: 409). */
+export class InvalidOrderState extends Conflict {
+  constructor(
+    readonly orderId: number,
+    readonly currentStatus: string,
+    what: string,
+  ) {
+    super(`Order ${orderId} is ${currentStatus}; it cannot be ${what}.`);
+  }
+}
+
+/** If-Match named a version that is not the current one (412). */
+export class PreconditionFailed extends DomainError {
+  readonly code = 'PRECONDITION_FAILED';
+  constructor(
+    message: string,
+    readonly currentVersion: number,
+  ) {
+    super(message);
+  }
+}

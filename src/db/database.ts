@@ -1,10 +1,16 @@
 import type { Kysely, Transaction } from 'kysely';
+import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
+import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
 
 /** Every table the service owns, by its SQL name (snake_case; the API is camelCase). */
 export interface Database {
   users: UsersTable;
   password_resets: PasswordResetsTable;
+  products: ProductsTable;
+  stock: StockTable;
+  orders: OrdersTable;
+  order_items: OrderItemsTable;
 }
 
 /** A repository's first argument: the database, or the transaction it must run inside. */

@@ -59,3 +59,22 @@ export function problemResponses(...statuses: number[]) {
   for (const status of statuses) out[status] = { description: `Problem (${status})`, content: { 'application/problem+json': { schema: ProblemSchema } } };
   return out;
 }
+
+/**
+ * A member that may also be null, as one JSON Schema type list ({ type: ['object', 'null'] })
+ * rather than anyOf, so that validation reports the member's own rules.
+ */
+export const Nullable = <T extends TSchema>(schema: T) =>
+  Type.Unsafe<Static<T> | null>({ ...schema, type: [(schema as unknown as { type: string }).type, 'null'] });
+
+/** spec 2.1: exactly five digits, with the spec's own message. */
+export const PostalCode = () => Type.String({ pattern: '^[0-9]{5}$', 'x-message': 'must be a 5-digit postal code', examples: ['10115'] });
+
+/** An instant: ISO 8601 with Z, e.g. 2026-11-21T22:34:23.123Z. */
+export const Instant = (description = 'ISO 8601 instant (UTC)') => Type.String({ format: 'date-time', description, examples: ['2026-11-21T22:34:23.123Z'] });
+
+/** page and size of a list: size above 100 is served as 100. */
+export const PageParams = {
+  page: Type.Integer({ minimum: 0, maximum: 10_000_000, default: 0, description: 'zero-based page index' }),
+  size: Type.Integer({ minimum: 1, default: 20, description: 'page size; values above 100 are treated as 100' }),
+};

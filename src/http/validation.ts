@@ -29,6 +29,8 @@ function createAjv(options: Options): Ajv {
     useDefaults: true,
     removeAdditional: false,
     strict: true,
+    allowUnionTypes: true, // nullable members are { type: ['string', 'null'] }
+    multipleOfPrecision: 9, // prices: multipleOf 0.01 without binary rounding surprises
     ...options,
   });
   addFormats(ajv, { mode: 'full', keywords: false });

@@ -1,9 +1,11 @@
 // Table of contents of /api/v1 (STYLE principle 8).
 import type { FastifyPluginAsync } from 'fastify';
+import ordersV1 from '../orders/orders.v1.routes.js';
 import usersV1 from '../users/users.v1.routes.js';
 
 const v1: FastifyPluginAsync = async (app) => {
   await app.register(usersV1, { prefix: '/users' });
+  await app.register(ordersV1, { prefix: '/orders' });
 };
 
 export default v1;

@@ -1,7 +1,18 @@
 // Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
 // asks for. Pure: the error handler supplies the context and writes the reply.
 import type { ErrorObject } from 'ajv';
-import { BusinessRuleViolation, Conflict, DatabaseUnavailable, DomainError, EntityNotFound, Forbidden, Unauthenticated } from '../../errors.js';
+import {
+  BusinessRuleViolation,
+  Conflict,
+  DatabaseUnavailable,
+  DomainError,
+  EntityNotFound,
+  Forbidden,
+  InvalidOrderState,
+  OrderAlreadyCancelled,
+  PreconditionFailed,
+  Unauthenticated,
+} from '../../errors.js';
 import { toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 
@@ -87,6 +98,17 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
       return problem(404, { type: 'about:blank', title: 'Order not found', detail: error.message, instance: ctx.instance, orderId: error.id });
     }
     return typed('entity-not-found', error.message, ctx);
+  }
+  if (error instanceof OrderAlreadyCancelled && ctx.form !== 'typed') {
+    return problem(409, { type: 'about:blank', title: 'Order already cancelled', detail: error.message, instance: ctx.instance });
+  }
+  if (error instanceof InvalidOrderState) {
+    return ctx.form === 'typed'
+      ? typed('conflict', error.message, ctx, { currentStatus: error.currentStatus })
+      : problem(409, { type: 'about:blank', title: 'Invalid order state', detail: error.message, instance: ctx.instance, currentStatus: error.currentStatus });
+  }
+  if (error instanceof PreconditionFailed) {
+    return { ...plain(412, error.message, ctx), headers: { etag: `"${error.currentVersion}"` } };
   }
   if (error instanceof Conflict) {
     const extensions = error.conflictingField === undefined ? {} : { conflictingField: error.conflictingField };

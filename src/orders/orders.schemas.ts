@@ -1,0 +1,78 @@
+import { Type, type Static } from 'typebox';
+import { Id, Instant, NotBlank, Nullable, Page, PageParams, PostalCode } from '../http/schemas.js';
+import { ORDER_STATUSES, type OrderStatus } from './order-status.js';
+
+export const OrderStatusSchema = Type.Unsafe<OrderStatus>({
+  type: 'string',
+  enum: [...ORDER_STATUSES],
+  description: 'PENDING → CONFIRMED → SHIPPED → DELIVERED; CANCELLED from PENDING or CONFIRMED',
+});
+
+const AddressSchema = Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' });
+
+export const OrderDetailV1Schema = Type.Object(
+  {
+    id: Type.Integer(),
+    customerId: Type.Integer(),
+    status: OrderStatusSchema,
+    total: Type.Number({ description: 'Σ unit price × quantity, exact', examples: [59.97] }),
+    note: Type.Union([Type.String(), Type.Null()]),
+    shippingAddress: Type.Union([AddressSchema, Type.Null()]),
+    cancellationReason: Type.Union([Type.String(), Type.Null()]),
+    createdAt: Instant(),
+    updatedAt: Instant(),
+  },
+  { title: 'OrderDetail' },
+);
+export type OrderDetail = Static<typeof OrderDetailV1Schema>;
+
+export const OrderSummaryV1Schema = Type.Object(
+  { id: Type.Integer(), customerId: Type.Integer(), status: OrderStatusSchema, total: Type.Number(), itemCount: Type.Integer(), createdAt: Instant() },
+  { title: 'OrderSummary' },
+);
+export type OrderSummary = Static<typeof OrderSummaryV1Schema>;
+
+export const OrderItemV1Schema = Type.Object(
+  { productId: Type.Integer(), productName: Type.String(), quantity: Type.Integer(), unitPrice: Type.Number(), lineTotal: Type.Number() },
+  { title: 'OrderItem' },
+);
+export type OrderItem = Static<typeof OrderItemV1Schema>;
+
+const Quantity = () => Type.Integer({ exclusiveMinimum: 0, maximum: 100_000 });
+
+export const CreateOrderV1Schema = Type.Object(
+  { productId: Id('The product to order'), quantity: Quantity() },
+  { title: 'CreateOrderRequest', description: 'The customer is the caller (the token subject). Unknown members are ignored.' },
+);
+export type CreateOrderV1 = Static<typeof CreateOrderV1Schema>;
+
+export const CancellationSchema = Type.Object({ reason: NotBlank({ maxLength: 500 }) }, { title: 'CancellationRequest' });
+export type Cancellation = Static<typeof CancellationSchema>;
+
+export const UpdateOrderSchema = Type.Object(
+  {
+    note: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+    shippingAddress: Type.Optional(Nullable(Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() }))),
+  },
+  { title: 'UpdateOrderRequest', description: 'Merge patch: a member sent as null clears it; one left out stays. Allowed while PENDING or CONFIRMED.' },
+);
+export type UpdateOrder = Static<typeof UpdateOrderSchema>;
+
+export const ORDER_SORT_FIELDS = ['id', 'createdAt', 'total', 'status'] as const;
+export type OrderSortField = (typeof ORDER_SORT_FIELDS)[number];
+
+export const OrderListQuerySchema = Type.Object({
+  status: Type.Optional(Type.String({ enum: [...ORDER_STATUSES], 'x-message': `must be one of ${ORDER_STATUSES.join(', ')}` })),
+  customerId: Type.Optional(Id('Only this customer’s orders')),
+  sort: Type.String({
+    default: 'createdAt,desc',
+    pattern: `^(${ORDER_SORT_FIELDS.join('|')})(,(asc|desc|ASC|DESC))?$`,
+    'x-message': `must be <field>,<direction> with field one of ${ORDER_SORT_FIELDS.join(', ')} and direction asc or desc`,
+    description: '<field>,<direction>; ties are broken by id',
+  }),
+  ...PageParams,
+});
+export type OrderListQuery = Static<typeof OrderListQuerySchema>;
+
+export const OrderPageV1Schema = Page(OrderSummaryV1Schema);
+export const OrderItemsV1Schema = Type.Array(OrderItemV1Schema);

@@ -1,0 +1,177 @@
+// Orders (spec 4.2, DESIGN §5): placing reserves stock in the same transaction as the insert;
+// every action runs through the state machine on a locked row, and moves stock as it says.
+import type { Transaction } from 'kysely';
+import type { Principal } from '../auth/principal.js';
+import type { Database, Db } from '../db/database.js';
+import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
+import { consumeStock, releaseStock, reserveStock } from '../products/stock.repository.js';
+import type { PageOf } from '../users/users.service.js';
+import { lineTotal, orderTotal, toJsonNumber } from './money.js';
+import { holdsReservation, isEditable, nextStatus, stockEffect, type OrderAction, type OrderStatus } from './order-status.js';
+import * as repo from './orders.repository.js';
+import type { Visibility } from './orders.repository.js';
+import type { OrderDetail, OrderItem, OrderListQuery, OrderSortField, OrderSummary, UpdateOrder } from './orders.schemas.js';
+import type { OrderItemRow, OrderRow } from './orders.table.js';
+
+export const MAX_PAGE_SIZE = 100;
+
+/**
+ * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
+ * Every query for orders is filtered through this; anyone else's order is simply not found.
+ */
+export function visibilityFor(caller: Principal): Visibility {
+  return caller.admin ? 'all' : { customerId: caller.userId };
+}
+
+export function toOrderDetail(row: OrderRow): OrderDetail {
+  return {
+    id: row.id,
+    customerId: row.customer_id,
+    status: row.status,
+    total: toJsonNumber(row.total),
+    note: row.note,
+    shippingAddress: row.shipping_street === null || row.shipping_postal_code === null ? null : { street: row.shipping_street, postalCode: row.shipping_postal_code },
+    cancellationReason: row.cancellation_reason,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export function toOrderSummary(row: OrderRow): OrderSummary {
+  return { id: row.id, customerId: row.customer_id, status: row.status, total: toJsonNumber(row.total), itemCount: row.item_count, createdAt: row.created_at.toISOString() };
+}
+
+export function toOrderItem(row: OrderItemRow): OrderItem {
+  return {
+    productId: row.product_id,
+    productName: row.product_name,
+    quantity: row.quantity,
+    unitPrice: toJsonNumber(row.unit_price),
+    lineTotal: toJsonNumber(lineTotal(row.unit_price, row.quantity)),
+  };
+}
+
+export interface PlaceOrder {
+  /** The customer; the caller when absent. Another customer needs admin. */
+  customerId?: number;
+  items: readonly { productId: number; quantity: number }[];
+}
+
+/**
+ * Places an order: checks the customer, reserves every line's stock and inserts the order and
+ * its items, all in one transaction, so an order exists exactly when its stock is held.
+ */
+export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<OrderDetail> {
+  const customerId = input.customerId ?? caller.userId;
+  if (customerId === undefined) throw new BusinessRuleViolation('The caller is not a customer: the token subject must be a user id.', { customerId: caller.subject });
+  if (customerId !== caller.userId && !caller.admin) throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
+
+  // One line per product, locked in product order so that concurrent orders cannot deadlock.
+  const quantities = new Map<number, number>();
+  for (const item of input.items) quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
+  const lines = [...quantities].sort(([a], [b]) => a - b);
+
+  return db.transaction().execute(async (trx) => {
+    const customer = await trx.selectFrom('users').select('id').where('id', '=', customerId).executeTakeFirst();
+    if (customer === undefined) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
+
+    const items: Omit<OrderItemRow, 'order_id'>[] = [];
+    for (const [productId, quantity] of lines) {
+      const product = await reserveStock(trx, productId, quantity);
+      if (product === undefined) throw await whyNotReserved(trx, productId, quantity);
+      items.push({ line_no: items.length + 1, product_id: productId, product_name: product.name, quantity, unit_price: product.price });
+    }
+    const order = await repo.insertOrder(trx, {
+      customer_id: customerId,
+      status: 'PENDING',
+      total: orderTotal(items.map((i) => ({ unitPrice: i.unit_price, quantity: i.quantity }))),
+      item_count: items.length,
+    });
+    await repo.insertOrderItems(trx, items.map((i) => ({ ...i, order_id: order.id })));
+    return toOrderDetail(order);
+  });
+}
+
+async function whyNotReserved(trx: Transaction<Database>, productId: number, quantity: number): Promise<BusinessRuleViolation> {
+  const stock = await trx.selectFrom('stock').select('available').where('product_id', '=', productId).executeTakeFirst();
+  if (stock === undefined) return new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
+  return new BusinessRuleViolation(`Not enough stock for product ${productId}: ${quantity} requested, ${stock.available} available.`, { productId });
+}
+
+export async function getOrder(db: Db, caller: Principal, id: number): Promise<OrderDetail> {
+  const row = await repo.findOrder(db, id, visibilityFor(caller));
+  if (row === undefined) throw new EntityNotFound('Order', id);
+  return toOrderDetail(row);
+}
+
+export async function getOrderItems(db: Db, caller: Principal, id: number): Promise<OrderItem[]> {
+  const [order, items] = await Promise.all([repo.findOrder(db, id, visibilityFor(caller)), repo.findOrderItems(db, id)]);
+  if (order === undefined) throw new EntityNotFound('Order', id);
+  return items.map(toOrderItem);
+}
+
+export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): Promise<PageOf<OrderSummary>> {
+  const size = Math.min(q.size, MAX_PAGE_SIZE);
+  const [field, dir] = q.sort.split(',');
+  const { rows, total } = await repo.listOrders(db, {
+    ...(q.status !== undefined ? { status: q.status as OrderStatus } : {}),
+    ...(q.customerId !== undefined ? { customerId: q.customerId } : {}),
+    visibility: visibilityFor(caller),
+    sort: field as OrderSortField,
+    direction: dir?.toLowerCase() === 'asc' ? 'asc' : 'desc',
+    offset: q.page * size,
+    limit: size,
+  });
+  return { content: rows.map(toOrderSummary), total, page: q.page, size };
+}
+
+/**
+ * Runs `action` on the locked order: the state machine decides the next status (or the 409),
+ * and the stock moves as the transition says, in the same transaction.
+ */
+export async function applyAction(db: Db, caller: Principal, id: number, action: OrderAction, reason?: string): Promise<OrderDetail> {
+  return db.transaction().execute(async (trx) => {
+    const order = await repo.lockOrder(trx, id, visibilityFor(caller));
+    if (order === undefined) throw new EntityNotFound('Order', id);
+    const next = nextStatus(id, order.status, action);
+    const effect = stockEffect(order.status, next);
+    if (effect !== 'none') {
+      for (const item of await repo.findOrderItems(trx, id)) {
+        await (effect === 'release' ? releaseStock : consumeStock)(trx, item.product_id, item.quantity);
+      }
+    }
+    const updated = await repo.updateOrder(trx, id, { status: next, ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}) });
+    return toOrderDetail(updated);
+  });
+}
+
+/** DESIGN §5: note and shipping address change while the order is PENDING or CONFIRMED. */
+export async function updateOrder(db: Db, caller: Principal, id: number, input: UpdateOrder): Promise<OrderDetail> {
+  return db.transaction().execute(async (trx) => {
+    const order = await repo.lockOrder(trx, id, visibilityFor(caller));
+    if (order === undefined) throw new EntityNotFound('Order', id);
+    if (!isEditable(order.status)) throw new InvalidOrderState(id, order.status, 'changed');
+    const changes: Parameters<typeof repo.updateOrder>[2] = {};
+    if (input.note !== undefined) changes.note = input.note;
+    if (input.shippingAddress !== undefined) {
+      changes.shipping_street = input.shippingAddress?.street ?? null;
+      changes.shipping_postal_code = input.shippingAddress?.postalCode ?? null;
+    }
+    return toOrderDetail(await repo.updateOrder(trx, id, changes));
+  });
+}
+
+/**
+ * Deletes the order (idempotent: a missing one, or one the caller cannot see, is a no-op). An
+ * order that still holds stock gives it back first.
+ */
+export async function deleteOrder(db: Db, caller: Principal, id: number): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    const order = await repo.lockOrder(trx, id, visibilityFor(caller));
+    if (order === undefined) return;
+    if (holdsReservation(order.status)) {
+      for (const item of await repo.findOrderItems(trx, id)) await releaseStock(trx, item.product_id, item.quantity);
+    }
+    await repo.deleteOrderById(trx, id);
+  });
+}

@@ -1,0 +1,45 @@
+// SQL for products. Driver errors become domain errors here.
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import { isUniqueViolation } from '../db/pg-errors.js';
+import { Conflict } from '../errors.js';
+import type { NewProductRow, ProductRow } from './products.table.js';
+
+function translate(error: unknown): never {
+  if (isUniqueViolation(error, 'products_sku_key')) throw new Conflict('A product with this SKU already exists.', 'sku');
+  throw error;
+}
+
+export function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
+  return db.selectFrom('products').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function insertProduct(db: Db, row: NewProductRow): Promise<ProductRow> {
+  return db.insertInto('products').values(row).returningAll().executeTakeFirstOrThrow().catch(translate);
+}
+
+/**
+ * Replaces the product's fields and increments its version, only if its version is one of
+ * `versions` ('*' or undefined: any). Undefined when no row matched.
+ */
+export function updateProduct(db: Db, id: number, changes: Omit<NewProductRow, 'version'>, versions?: number[] | '*'): Promise<ProductRow | undefined> {
+  let query = db
+    .updateTable('products')
+    .set({ ...changes, version: sql<number>`version + 1`, updated_at: sql<Date>`now()` })
+    .where('id', '=', id);
+  if (Array.isArray(versions)) query = versions.length === 0 ? query.where(sql<boolean>`false`) : query.where('version', 'in', versions);
+  return query.returningAll().executeTakeFirst().catch(translate);
+}
+
+export async function deleteProductById(db: Db, id: number): Promise<void> {
+  await db.deleteFrom('products').where('id', '=', id).execute();
+}
+
+/** A page and the total, sent together (pipelined on PostgreSQL). */
+export async function listProducts(db: Db, offset: number, limit: number): Promise<{ rows: ProductRow[]; total: number }> {
+  const [rows, { count }] = await Promise.all([
+    db.selectFrom('products').selectAll().orderBy('id').limit(limit).offset(offset).execute(),
+    db.selectFrom('products').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(count) };
+}

@@ -1,0 +1,65 @@
+// Products (DESIGN §4). version is the optimistic-concurrency token and the ETag.
+import type { Db } from '../db/database.js';
+import { EntityNotFound, PreconditionFailed } from '../errors.js';
+import { fromJsonNumber, toJsonNumber } from '../orders/money.js';
+import type { PageOf } from '../users/users.service.js';
+import * as repo from './products.repository.js';
+import type { Product, ProductRequest } from './products.schemas.js';
+import type { ProductRow } from './products.table.js';
+import { insertStock } from './stock.repository.js';
+
+export const MAX_PAGE_SIZE = 100;
+
+export function toProduct(row: ProductRow): Product {
+  return {
+    id: row.id,
+    sku: row.sku,
+    name: row.name,
+    description: row.description,
+    price: toJsonNumber(row.price),
+    version: row.version,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export async function getProduct(db: Db, id: number): Promise<Product> {
+  const row = await repo.findProductById(db, id);
+  if (row === undefined) throw new EntityNotFound('Product', id);
+  return toProduct(row);
+}
+
+export async function listProducts(db: Db, q: { page: number; size: number }): Promise<PageOf<Product>> {
+  const size = Math.min(q.size, MAX_PAGE_SIZE);
+  const { rows, total } = await repo.listProducts(db, q.page * size, size);
+  return { content: rows.map(toProduct), total, page: q.page, size };
+}
+
+function columns(input: ProductRequest) {
+  return { sku: input.sku, name: input.name, description: input.description ?? null, price: fromJsonNumber(input.price) };
+}
+
+/** A new product starts at version 1 with stock 0 available, 0 reserved. */
+export async function createProduct(db: Db, input: ProductRequest): Promise<Product> {
+  return db.transaction().execute(async (trx) => {
+    const row = await repo.insertProduct(trx, columns(input));
+    await insertStock(trx, row.id);
+    return toProduct(row);
+  });
+}
+
+/**
+ * Replaces the product. With If-Match versions, only when the current version is one of
+ * them (412 otherwise); the check and the write are one statement, so no change is lost.
+ */
+export async function replaceProduct(db: Db, id: number, input: ProductRequest, ifMatch?: number[] | '*'): Promise<Product> {
+  const row = await repo.updateProduct(db, id, columns(input), ifMatch);
+  if (row !== undefined) return toProduct(row);
+  const current = await repo.findProductById(db, id);
+  if (current === undefined) throw new EntityNotFound('Product', id);
+  throw new PreconditionFailed(`Product ${id} is at version ${current.version}, which If-Match does not name.`, current.version);
+}
+
+export async function deleteProduct(db: Db, id: number): Promise<void> {
+  await repo.deleteProductById(db, id);
+}

@@ -1,0 +1,26 @@
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+
+/** numeric columns are read as strings (exact) and written as strings. */
+export type Numeric = ColumnType<string, string, string>;
+
+export interface ProductsTable {
+  id: Generated<number>;
+  sku: string;
+  name: string;
+  description: string | null;
+  price: Numeric;
+  version: Generated<number>;
+  created_at: ColumnType<Date, never, never>;
+  updated_at: ColumnType<Date, never, Date>;
+}
+
+export interface StockTable {
+  product_id: number;
+  available: Generated<number>;
+  reserved: Generated<number>;
+  updated_at: ColumnType<Date, never, Date>;
+}
+
+export type ProductRow = Selectable<ProductsTable>;
+export type NewProductRow = Insertable<ProductsTable>;
+export type StockRow = Selectable<StockTable>;

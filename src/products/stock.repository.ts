@@ -1,0 +1,50 @@
+// SQL for stock. Reservations are single conditional UPDATEs: the row lock and the
+// `available >= quantity` check make overselling impossible under any concurrency.
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import type { StockRow } from './products.table.js';
+
+export async function insertStock(db: Db, productId: number): Promise<void> {
+  await db.insertInto('stock').values({ product_id: productId }).execute();
+}
+
+export function findStock(db: Db, productId: number): Promise<StockRow | undefined> {
+  return db.selectFrom('stock').selectAll().where('product_id', '=', productId).executeTakeFirst();
+}
+
+export function setAvailable(db: Db, productId: number, available: number): Promise<StockRow | undefined> {
+  return db.updateTable('stock').set({ available, updated_at: sql<Date>`now()` }).where('product_id', '=', productId).returningAll().executeTakeFirst();
+}
+
+/**
+ * Moves `quantity` units from available to reserved, only if that many are available, and
+ * returns the product's name and price for the order line; undefined when it could not.
+ */
+export async function reserveStock(db: Db, productId: number, quantity: number): Promise<{ name: string; price: string } | undefined> {
+  const { rows } = await sql<{ name: string; price: string }>`
+    with reserved as (
+      update stock set available = available - ${quantity}, reserved = reserved + ${quantity}, updated_at = now()
+      where product_id = ${productId} and available >= ${quantity}
+      returning product_id
+    )
+    select p.name, p.price from products p join reserved r on r.product_id = p.id`.execute(db);
+  return rows[0];
+}
+
+/** Cancelling or deleting an unshipped order gives its units back. */
+export async function releaseStock(db: Db, productId: number, quantity: number): Promise<void> {
+  await db
+    .updateTable('stock')
+    .set({ available: sql<number>`available + ${quantity}`, reserved: sql<number>`greatest(reserved - ${quantity}, 0)`, updated_at: sql<Date>`now()` })
+    .where('product_id', '=', productId)
+    .execute();
+}
+
+/** Shipping takes the units out of the warehouse: they leave reserved. */
+export async function consumeStock(db: Db, productId: number, quantity: number): Promise<void> {
+  await db
+    .updateTable('stock')
+    .set({ reserved: sql<number>`greatest(reserved - ${quantity}, 0)`, updated_at: sql<Date>`now()` })
+    .where('product_id', '=', productId)
+    .execute();
+}

@@ -1,0 +1,38 @@
+// /api/stock/{productId} (spec 4.3, DESIGN §4): always revalidated (no-cache).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { problemResponses } from '../http/schemas.js';
+import { ProductIdParamSchema, SetStockSchema, StockSchema } from './products.schemas.js';
+import * as stock from './stock.service.js';
+
+const tags = ['stock'];
+
+const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app;
+
+  app.addHook('onRoute', (route) => {
+    route.config = { problemForm: 'typed', produces: ['application/json'], ...route.config };
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('cache-control', 'no-cache');
+  });
+
+  app.get('/:productId', {
+    config: { scope: 'products:read' },
+    schema: { tags, summary: 'Get the stock of a product', params: ProductIdParamSchema, response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404) } },
+    handler: async (request) => stock.getStock(db, request.params.productId),
+  });
+
+  app.put('/:productId', {
+    config: { scope: 'products:write' },
+    schema: {
+      tags,
+      summary: 'Set the units available',
+      params: ProductIdParamSchema,
+      body: SetStockSchema,
+      response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404, 415) },
+    },
+    handler: async (request) => stock.setStock(db, request.params.productId, request.body.available),
+  });
+};
+
+export default stockRoutes;
