@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   if (dev.generated !== undefined) {
     logger.warn(
       { secretFile: dev.generated },
-      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get one with: npm run token -- --sub 1 --scope "admin users:read users:write"`,
+      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get one with: npm run token -- --sub 1 --scope "admin users:read users:write orders:read orders:write products:read products:write"`,
     );
   }
 
