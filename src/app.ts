@@ -13,10 +13,12 @@ import problems from './http/problems/error-handler.js';
 import requestContext, { genReqId } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
 import { createValidatorCompiler } from './http/validation.js';
+import versioning, { versionRewriter } from './http/versioning.js';
 import productRoutes from './products/products.routes.js';
 import stockRoutes from './products/stock.routes.js';
 import publicRoutes from './public/index.js';
 import v1 from './versions/v1.js';
+import v2 from './versions/v2.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -45,6 +47,8 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
     trustProxy: config.trustProxy,
     routerOptions: { maxParamLength: 200 },
     return503OnClosing: true,
+    // spec 9.2: /api/users/** and /api/orders/** go to the version the headers choose.
+    rewriteUrl: versionRewriter(config.apiVendor),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
@@ -58,6 +62,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
   await app.register(cors, { routes });
   await app.register(auth, authOptions);
   await app.register(problems, { routes });
+  await app.register(versioning);
   await app.register(contentNegotiation);
   await app.register(openapi);
 
@@ -66,6 +71,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
   await app.register(productRoutes, { prefix: '/api/products' }); // unversioned (spec 9.5)
   await app.register(stockRoutes, { prefix: '/api/stock' });
   await app.register(v1, { prefix: '/api/v1' });
+  await app.register(v2, { prefix: '/api/v2' });
 
   await app.ready();
   return app;

@@ -42,6 +42,46 @@ describe('GET /api/public/openapi.json', () => {
   });
 });
 
+describe('the OpenAPI document covers every route', () => {
+  it('lists the products, stock and orders routes', async () => {
+    const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
+
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/api/products/',
+        '/api/products/{id}',
+        '/api/stock/{productId}',
+        '/api/v1/orders/',
+        '/api/v1/orders/{id}',
+        '/api/v1/orders/{id}/cancellation',
+        '/api/v1/orders/{id}/confirmation',
+        '/api/v1/orders/{id}/shipment',
+        '/api/v1/orders/{id}/delivery',
+        '/api/v1/orders/{id}/items',
+      ]),
+    );
+    expect(doc.paths['/api/v1/orders/{id}/cancellation'].post.requestBody.content['application/json'].schema.required).toEqual(['reason']);
+    expect(doc.paths['/api/products/{id}'].get.responses).toHaveProperty('304');
+  });
+
+  it('gives every operation a success response and its problems as application/problem+json', async () => {
+    const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
+    const operations = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }>; security?: unknown[] }>>).flatMap(
+      ([path, methods]) => Object.entries(methods).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, path, op })),
+    );
+
+    expect(operations.length).toBeGreaterThan(25);
+    for (const { name, path, op } of operations) {
+      const statuses = Object.keys(op.responses);
+      expect(statuses.some((s) => /^2\d\d$/.test(s)), name).toBe(true);
+      if (!path.startsWith('/api/public/')) {
+        expect(statuses, name).toEqual(expect.arrayContaining(['401', '403']));
+        for (const status of statuses.filter((s) => /^[45]\d\d$/.test(s))) expect(Object.keys(op.responses[status]!.content ?? {}), `${name} ${status}`).toEqual(['application/problem+json']);
+      }
+    }
+  });
+});
+
 describe('GET /api/public/docs', () => {
   it('serves the interactive documentation page', async () => {
     const response = await app.inject({ method: 'GET', url: '/api/public/docs/' });

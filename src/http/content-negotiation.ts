@@ -6,6 +6,7 @@ import Negotiator from 'negotiator';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
+import { acceptMetByVersion } from './versioning.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -32,11 +33,15 @@ function withoutParameters(accept: string): string {
 async function contentNegotiation(app: FastifyInstance): Promise<void> {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/json', 'application/merge-patch+json'], { parseAs: 'string' }, (request, body, done) => {
+  // JSON, JSON merge patch, and the vendor types of spec 9.2 (application/vnd.<vendor>.v<N>+json).
+  const vendorJson = new RegExp(`^application/vnd\\.${app.config.apiVendor.replace(/[.]/g, '\\.')}\\.v\\d+\\+json$`);
+  const parse: Parameters<typeof app.addContentTypeParser<string>>[2] = (request, body, done) => {
     // An empty body is no body: the route's validation then names the missing fields.
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    parseJson(request, body as string, done);
-  });
+    if (body.trim() === '') return done(null, undefined);
+    parseJson(request, body, done);
+  };
+  app.addContentTypeParser(['application/json', 'application/merge-patch+json'], { parseAs: 'string' }, parse);
+  app.addContentTypeParser(vendorJson, { parseAs: 'string' }, parse);
 
   // A route that validates a body sees {} for a missing one, so every required field is
   // reported, instead of one message about the body as a whole.
@@ -48,10 +53,11 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
     const produces = request.routeOptions.config?.produces;
     const accept = request.headers.accept;
     if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return;
+    if (acceptMetByVersion(request.raw)) return;
     if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return;
     const path = requestPath(request);
     return sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: path }));
   });
 }
 
-export default fp(contentNegotiation, { name: 'content-negotiation', dependencies: ['problems'] });
+export default fp(contentNegotiation, { name: 'content-negotiation', dependencies: ['problems', 'versioning'] });

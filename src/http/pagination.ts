@@ -1,7 +1,7 @@
 // The page envelope (spec 2.4) and its headers: X-Total-Count and an RFC 8288 Link with
 // first/last always and prev/next where they exist, each keeping size, sort and filters.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { requestOrigin, requestPath } from './request-url.js';
+import { requestOrigin, requestPath, requestQuery } from './request-url.js';
 
 export interface PageEnvelope<T> {
   content: T[];
@@ -27,7 +27,7 @@ export function paged<T>(
 ): PageEnvelope<T> {
   const envelope = toPageEnvelope(result.content, result.total, result.page, result.size);
   const base = `${requestOrigin(request, trustProxy)}${requestPath(request)}`;
-  const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
+  const query = new URLSearchParams(requestQuery(request));
   query.set('size', String(envelope.size));
   const link = (page: number, rel: string) => {
     query.set('page', String(page));

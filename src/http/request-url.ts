@@ -36,10 +36,18 @@ function stripPort(host: string): string {
   return host.replace(/:\d+$/, '');
 }
 
-/** The request path without its query string. */
+/** The request path as the client sent it (before any version rewrite), without its query. */
 export function requestPath(request: FastifyRequest): string {
-  const q = request.url.indexOf('?');
-  return q === -1 ? request.url : request.url.slice(0, q);
+  const url = request.originalUrl;
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+/** The query string as the client sent it, without the '?'. */
+export function requestQuery(request: FastifyRequest): string {
+  const url = request.originalUrl;
+  const q = url.indexOf('?');
+  return q === -1 ? '' : url.slice(q + 1);
 }
 
 /** spec 4.1 rule 1: the request URL followed by /{id}. */

@@ -76,3 +76,17 @@ export type OrderListQuery = Static<typeof OrderListQuerySchema>;
 
 export const OrderPageV1Schema = Page(OrderSummaryV1Schema);
 export const OrderItemsV1Schema = Type.Array(OrderItemV1Schema);
+
+// v2 (spec 2.2 second create variant, DESIGN §6): a customer and a list of items.
+export const CreateOrderV2Schema = Type.Object(
+  {
+    customerId: Id('The customer; another customer than the caller needs the admin scope'),
+    items: Type.Array(Type.Object({ productId: Id('The product to order'), quantity: Quantity() }, { title: 'OrderLineRequest' }), {
+      minItems: 1,
+      maxItems: 100,
+      'x-message': 'Order must have at least one item',
+    }),
+  },
+  { title: 'CreateOrderRequestV2', description: 'Unknown members are ignored.' },
+);
+export type CreateOrderV2 = Static<typeof CreateOrderV2Schema>;

@@ -7,7 +7,7 @@ import type { UserSortField } from './users.schemas.js';
 import type { NewUserRow, UserRow } from './users.table.js';
 
 /** The columns a response may show; password_hash is never among them. */
-const PUBLIC_COLUMNS = ['id', 'name', 'email', 'created_at'] as const;
+const PUBLIC_COLUMNS = ['id', 'name', 'email', 'age', 'address_street', 'address_postal_code', 'created_at'] as const;
 export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
 
 const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<UserSortField, keyof UserRow>;
@@ -31,7 +31,9 @@ export function insertUser(db: Db, row: NewUserRow): Promise<PublicUserRow> {
 }
 
 /** Updates the given columns; undefined when the user does not exist. */
-export function updateUser(db: Db, id: number, changes: Partial<Pick<UserRow, 'name' | 'email' | 'password_hash'>>): Promise<PublicUserRow | undefined> {
+export type UserChanges = Partial<Pick<UserRow, 'name' | 'email' | 'password_hash' | 'age' | 'address_street' | 'address_postal_code'>>;
+
+export function updateUser(db: Db, id: number, changes: UserChanges): Promise<PublicUserRow | undefined> {
   return db
     .updateTable('users')
     .set({ ...changes, updated_at: sql<Date>`now()` })

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { NotBlank, NotBlankEmail, Page } from '../http/schemas.js';
+import { NotBlank, NotBlankEmail, Page, PostalCode } from '../http/schemas.js';
 
 export const UserV1Schema = Type.Object(
   {
@@ -55,3 +55,39 @@ export const UserListQuerySchema = Type.Object({
 export type UserListQuery = Static<typeof UserListQuerySchema>;
 
 export const UserPageV1Schema = Page(UserV1Schema);
+
+// v2 (spec 2.1 extended create, DESIGN §6): age and address, validated recursively.
+const Age = () => Type.Integer({ minimum: 18, maximum: 120 });
+const AddressRequestSchema = Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() }, { title: 'AddressRequest' });
+
+export const UserV2Schema = Type.Object(
+  {
+    id: Type.Integer({ description: '64-bit identifier, server-generated' }),
+    name: Type.String(),
+    email: Type.String(),
+    age: Type.Union([Type.Integer(), Type.Null()], { description: 'null for users created through v1' }),
+    address: Type.Union([Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' }), Type.Null()]),
+    createdAt: Type.String({ description: 'Local date-time without zone (UTC wall clock)', examples: ['2026-11-21T22:34:23.123'] }),
+  },
+  { title: 'UserResponseV2' },
+);
+
+export const CreateUserV2Schema = Type.Object(
+  { name: Name(), email: NotBlankEmail(), password: Password(), age: Age(), address: AddressRequestSchema },
+  { title: 'CreateUserRequestV2', description: 'Unknown members are ignored (spec 9.3).' },
+);
+export type CreateUserV2 = Static<typeof CreateUserV2Schema>;
+
+export const UpdateUserV2Schema = Type.Object(
+  { name: Name(), email: NotBlankEmail(), age: Age(), address: AddressRequestSchema },
+  { title: 'UpdateUserRequestV2', description: 'Full replace: every field is required.' },
+);
+export type UpdateUserV2 = Static<typeof UpdateUserV2Schema>;
+
+export const PatchUserV2Schema = Type.Object(
+  { name: Type.Optional(Name()), email: Type.Optional(NotBlankEmail()), age: Type.Optional(Age()), address: Type.Optional(AddressRequestSchema) },
+  { title: 'PatchUserRequestV2', description: 'Only the members sent change.' },
+);
+export type PatchUserV2 = Static<typeof PatchUserV2Schema>;
+
+export const UserPageV2Schema = Page(UserV2Schema);

@@ -6,14 +6,59 @@ import { BusinessRuleViolation, EntityNotFound, Forbidden } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
-import type { CreateUserV1, PasswordChange, PatchUserV1, UpdateUserV1, UserSortField, UserV1 } from './users.schemas.js';
+import type { PasswordChange, UserSortField } from './users.schemas.js';
 
 export const MAX_PAGE_SIZE = 100;
 const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
 
+export interface Address {
+  street: string;
+  postalCode: string;
+}
+
+/**
+ * A user as the service knows it. Each version's response schema serializes only its own
+ * members (v1: id, name, email, createdAt), so nothing else can reach a v1 client.
+ */
+export interface User {
+  id: number;
+  name: string;
+  email: string;
+  age: number | null;
+  address: Address | null;
+  createdAt: string;
+}
+
+/** What a create or a change may carry; v1 sends no age or address, and so changes neither. */
+export interface UserFields {
+  name?: string;
+  email?: string;
+  age?: number | null;
+  address?: Address | null;
+}
+
 /** DESIGN §3: createdAt is the UTC wall clock without zone, to the millisecond. */
-export function toUser(row: PublicUserRow): UserV1 {
-  return { id: row.id, name: row.name, email: row.email, createdAt: row.created_at.toISOString().slice(0, 23) };
+export function toUser(row: PublicUserRow): User {
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    age: row.age,
+    address: row.address_street === null || row.address_postal_code === null ? null : { street: row.address_street, postalCode: row.address_postal_code },
+    createdAt: row.created_at.toISOString().slice(0, 23),
+  };
+}
+
+function toColumns(fields: UserFields): repo.UserChanges {
+  const out: repo.UserChanges = {};
+  if (fields.name !== undefined) out.name = fields.name;
+  if (fields.email !== undefined) out.email = fields.email;
+  if (fields.age !== undefined) out.age = fields.age;
+  if (fields.address !== undefined) {
+    out.address_street = fields.address?.street ?? null;
+    out.address_postal_code = fields.address?.postalCode ?? null;
+  }
+  return out;
 }
 
 /**
@@ -28,7 +73,7 @@ function assertAdmin(caller: Principal, what: string): void {
   if (!caller.admin) throw new Forbidden(`${what} needs the admin scope.`, 'admin');
 }
 
-export async function getUser(db: Db, caller: Principal, id: number): Promise<UserV1> {
+export async function getUser(db: Db, caller: Principal, id: number): Promise<User> {
   assertReachable(caller, id);
   const row = await repo.findUserById(db, id);
   if (row === undefined) throw new EntityNotFound('User', id);
@@ -49,7 +94,7 @@ export interface PageOf<T> {
 }
 
 /** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
-export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<UserV1>> {
+export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
   const size = Math.min(q.size, MAX_PAGE_SIZE);
   const [field, dir] = q.sort.split(',');
@@ -62,26 +107,19 @@ export async function listUsers(db: Db, caller: Principal, q: UserListRequest): 
   return { content: rows.map(toUser), total, page: q.page, size };
 }
 
-export async function createUser(db: Db, caller: Principal, input: CreateUserV1): Promise<UserV1> {
+export async function createUser(db: Db, caller: Principal, input: UserFields & { name: string; email: string; password: string }): Promise<User> {
   assertAdmin(caller, 'Creating a user');
-  const row = await repo.insertUser(db, { name: input.name, email: input.email, password_hash: await hashPassword(input.password) });
+  const row = await repo.insertUser(db, { ...toColumns(input), name: input.name, email: input.email, password_hash: await hashPassword(input.password) });
   return toUser(row);
 }
 
-/** spec 4.1 rule 2: PUT replaces every replaceable field. */
-export async function replaceUser(db: Db, caller: Principal, id: number, input: UpdateUserV1): Promise<UserV1> {
+/**
+ * spec 4.1 rule 2 (PUT replaces every field of the version's shape, which its schema makes
+ * required) and DESIGN §3 (PATCH changes only the fields sent; other members are ignored).
+ */
+export async function updateUser(db: Db, caller: Principal, id: number, input: UserFields): Promise<User> {
   assertReachable(caller, id);
-  const row = await repo.updateUser(db, id, { name: input.name, email: input.email });
-  if (row === undefined) throw new EntityNotFound('User', id);
-  return toUser(row);
-}
-
-/** DESIGN §3: only name and email can be patched; other members are ignored. */
-export async function patchUser(db: Db, caller: Principal, id: number, input: PatchUserV1): Promise<UserV1> {
-  assertReachable(caller, id);
-  const changes: { name?: string; email?: string } = {};
-  if (input.name !== undefined) changes.name = input.name;
-  if (input.email !== undefined) changes.email = input.email;
+  const changes = toColumns(input);
   if (Object.keys(changes).length === 0) return getUser(db, caller, id);
   const row = await repo.updateUser(db, id, changes);
   if (row === undefined) throw new EntityNotFound('User', id);

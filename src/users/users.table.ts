@@ -5,6 +5,9 @@ export interface UsersTable {
   name: string;
   email: string;
   password_hash: string;
+  age: number | null;
+  address_street: string | null;
+  address_postal_code: string | null;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;
 }

@@ -47,7 +47,7 @@ const usersV1: FastifyPluginAsyncTypebox = async (app) => {
     config: write,
     schema: { tags, summary: 'Create a user', body: CreateUserV1Schema, response: { 201: UserV1Schema, ...problemResponses(400, 401, 403, 409, 415) } },
     handler: async (request, reply) => {
-      const user = await users.createUser(db, request.principal, request.body);
+      const user = await users.createUser(db, request.principal, { name: request.body.name, email: request.body.email, password: request.body.password });
       return reply.code(201).header('location', createdLocation(request, trustProxy, user.id)).send(user);
     },
   });
@@ -55,7 +55,7 @@ const usersV1: FastifyPluginAsyncTypebox = async (app) => {
   app.put('/:id', {
     config: write,
     schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV1Schema, response: { 200: UserV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
-    handler: async (request) => users.replaceUser(db, request.principal, request.params.id, request.body),
+    handler: async (request) => users.updateUser(db, request.principal, request.params.id, { name: request.body.name, email: request.body.email }),
   });
 
   app.patch('/:id', {
@@ -67,7 +67,7 @@ const usersV1: FastifyPluginAsyncTypebox = async (app) => {
       body: PatchUserV1Schema,
       response: { 200: UserV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
     },
-    handler: async (request) => users.patchUser(db, request.principal, request.params.id, request.body),
+    handler: async (request) => users.updateUser(db, request.principal, request.params.id, { name: request.body.name, email: request.body.email }),
   });
 
   app.delete('/:id', {

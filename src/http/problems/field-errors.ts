@@ -78,8 +78,9 @@ function messageFor(error: ErrorObject, schema: SchemaLike, value: unknown): str
     case 'maxLength':
       return schema['x-message'] ?? `size must be between ${schema.minLength ?? 0} and ${schema.maxLength ?? 2147483647}`;
     case 'minItems':
-    case 'maxItems':
       return schema['x-message'] ?? `size must be between ${schema.minItems ?? 0} and ${schema.maxItems ?? 2147483647}`;
+    case 'maxItems':
+      return `size must be between ${schema.minItems ?? 0} and ${schema.maxItems ?? 2147483647}`;
     case 'pattern':
       return schema.pattern === NOT_BLANK_PATTERN ? 'must not be blank' : (schema['x-message'] ?? `must match "${String(params.pattern)}"`);
     case 'format':

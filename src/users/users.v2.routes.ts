@@ -1,0 +1,116 @@
+// /api/v2/users (DESIGN §6): v1's routes with age and address, and typed problems. Same
+// service and repository as v1.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { paged } from '../http/pagination.js';
+import { createdLocation } from '../http/request-url.js';
+import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
+import {
+  CreateUserV2Schema,
+  PasswordChangeSchema,
+  PatchUserV2Schema,
+  UpdateUserV2Schema,
+  UserListQuerySchema,
+  UserPageV2Schema,
+  UserV2Schema,
+} from './users.schemas.js';
+import * as users from './users.service.js';
+
+const tags = ['users (v2)'];
+
+const usersV2: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app;
+  const { trustProxy } = app.config;
+
+  app.addHook('onRoute', (route) => {
+    route.config = { problemForm: 'typed', produces: ['application/json'], ...route.config };
+  });
+  // DESIGN §7: user data is personal; no cache may keep it.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
+
+  const read = { scope: 'users:read' };
+  const write = { scope: 'users:write' };
+
+  app.get('/', {
+    config: read,
+    schema: { tags, summary: 'List users', querystring: UserListQuerySchema, response: { 200: UserPageV2Schema, ...problemResponses(400, 401, 403) } },
+    handler: async (request, reply) => paged(request, reply, trustProxy, await users.listUsers(db, request.principal, request.query)),
+  });
+
+  app.get('/:id', {
+    config: read,
+    schema: { tags, summary: 'Get a user', params: IdParamSchema, response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404) } },
+    handler: async (request) => users.getUser(db, request.principal, request.params.id),
+  });
+
+  app.post('/', {
+    config: write,
+    schema: { tags, summary: 'Create a user', body: CreateUserV2Schema, response: { 201: UserV2Schema, ...problemResponses(400, 401, 403, 409, 415) } },
+    handler: async (request, reply) => {
+      const user = await users.createUser(db, request.principal, request.body);
+      return reply.code(201).header('location', createdLocation(request, trustProxy, user.id)).send(user);
+    },
+  });
+
+  app.put('/:id', {
+    config: write,
+    schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV2Schema, response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
+    handler: async (request) => users.updateUser(db, request.principal, request.params.id, request.body),
+  });
+
+  app.patch('/:id', {
+    config: write,
+    schema: {
+      tags,
+      summary: 'Change some fields of a user',
+      params: IdParamSchema,
+      body: PatchUserV2Schema,
+      response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+    },
+    handler: async (request) => {
+      const { name, email, age, address } = request.body;
+      return users.updateUser(db, request.principal, request.params.id, { name, email, age, address });
+    },
+  });
+
+  app.delete('/:id', {
+    config: write,
+    schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
+    handler: async (request, reply) => {
+      await users.deleteUser(db, request.principal, request.params.id);
+      return reply.code(204).send(undefined);
+    },
+  });
+
+  app.post('/:id/password-changes', {
+    config: write,
+    schema: {
+      tags,
+      summary: 'Change the password',
+      params: IdParamSchema,
+      body: PasswordChangeSchema,
+      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 404, 415, 422) },
+    },
+    handler: async (request, reply) => {
+      await users.changePassword(db, request.principal, request.params.id, request.body);
+      return reply.code(204).send(undefined);
+    },
+  });
+
+  app.post('/:id/password-resets', {
+    config: write,
+    schema: {
+      tags,
+      summary: 'Request a password reset (the token is delivered out of band)',
+      params: IdParamSchema,
+      response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
+    },
+    handler: async (request, reply) => {
+      await users.requestPasswordReset(db, request.principal, request.params.id);
+      return reply.code(202).send(undefined);
+    },
+  });
+};
+
+export default usersV2;
