@@ -64,6 +64,19 @@ describe('the OpenAPI document covers every route', () => {
     expect(doc.paths['/api/products/{id}'].get.responses).toHaveProperty('304');
   });
 
+  it('documents both versions, with their vendor media types and how to select one', async () => {
+    const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
+
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v2/users/', '/api/v2/users/{id}', '/api/v2/orders/', '/api/v2/orders/{id}/items']));
+    expect(Object.keys(doc.paths['/api/v1/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v1+json']);
+    expect(Object.keys(doc.paths['/api/v2/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v2+json']);
+    expect(Object.keys(doc.paths['/api/products/{id}'].get.responses['200'].content)).toEqual(['application/json']);
+    expect(doc.paths['/api/v2/users/'].post.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password', 'age', 'address']);
+    expect(doc.paths['/api/v2/orders/'].post.requestBody.content['application/json'].schema.properties.items).toMatchObject({ minItems: 1 });
+    expect(doc.info.description).toContain('X-API-Version');
+    expect(doc.info.description).toContain('application/vnd.resource-api.v<N>+json');
+  });
+
   it('gives every operation a success response and its problems as application/problem+json', async () => {
     const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
     const operations = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }>; security?: unknown[] }>>).flatMap(

@@ -3,6 +3,28 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
+
+interface Operation {
+  responses?: Record<string, { content?: Record<string, unknown> }>;
+}
+
+/**
+ * spec 9.2: each versioned success response is also available as its vendor media type,
+ * application/vnd.<vendor>.v<N>+json; the document says so next to application/json.
+ */
+export function addVendorMediaTypes(document: { paths?: Record<string, Record<string, Operation>> }, vendor: string): void {
+  for (const [path, methods] of Object.entries(document.paths ?? {})) {
+    const version = /^\/api\/v(\d+)\//.exec(path)?.[1];
+    if (version === undefined) continue;
+    for (const operation of Object.values(methods)) {
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        const json = response.content?.['application/json'];
+        if (/^2\d\d$/.test(status) && json !== undefined) response.content![vendorMediaType(vendor, Number(version))] = json;
+      }
+    }
+  }
+}
 
 async function openapi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
@@ -11,9 +33,16 @@ async function openapi(app: FastifyInstance): Promise<void> {
       info: {
         title: 'Resource API',
         version: '1.0.0',
-        description:
+        description: [
           'Users, orders, products and stock over JSON/HTTP. Every failure is an RFC 9457 problem document (application/problem+json). ' +
-          'Every path outside /api/public/ requires a Bearer token.',
+            'Every path outside /api/public/ requires a Bearer token.',
+          '',
+          `Versions (${SUPPORTED_VERSIONS.map((v) => `v${v}`).join(', ')}): the version is the second path segment (/api/v1/users, /api/v2/orders). ` +
+            'The same resources without it (/api/users/**, /api/orders/**) take the version from the X-API-Version header (1 or 2) ' +
+            `or from Accept: ${vendorMediaType(app.config.apiVendor, 2).replace('v2', 'v<N>')}, and v1 when neither is sent; ` +
+            'they answer with Vary: Accept, X-API-Version and, when Accept named it, the vendor media type. An unknown version is 400 (header) or 406 (Accept). ' +
+            'Products and stock carry no version segment.',
+        ].join('\n'),
       },
       servers: [{ url: app.config.baseUrl }],
       components: {
@@ -23,6 +52,11 @@ async function openapi(app: FastifyInstance): Promise<void> {
     },
     // Routes registered with hide (the docs page's own assets) stay out of the document.
     hideUntagged: false,
+    transformObject: (documentObject) => {
+      const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
+      addVendorMediaTypes(document, app.config.apiVendor);
+      return document as never;
+    },
   });
   await app.register(swaggerUi, {
     routePrefix: '/api/public/docs',
