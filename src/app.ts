@@ -8,6 +8,7 @@ import type { Database } from './db/database.js';
 import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
+import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
 import problems from './http/problems/error-handler.js';
 import requestContext, { genReqId } from './http/request-context.js';
@@ -59,6 +60,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
   // before authentication can refuse, so that browsers can read every error.
   const routes = new RouteTable();
   await app.register(requestContext);
+  await app.register(metrics);
   await app.register(cors, { routes });
   await app.register(auth, authOptions);
   await app.register(problems, { routes });

@@ -8,6 +8,7 @@ import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
 import { migrateToLatest } from './db/migrate.js';
+import { startMetricsServer } from './http/metrics.js';
 
 export function createLogger(config: Config): Logger {
   return pino({
@@ -44,14 +45,22 @@ async function main(): Promise<void> {
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
   const app = await buildApp({ config, db, logger });
 
+  const metricsServer = config.metricsPort === undefined ? undefined : await startMetricsServer(app.metrics, config.metricsPort, config.host);
+
   closeWithGrace({ delay: config.shutdownTimeoutMs, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'fatal error, shutting down');
     else logger.info({ signal }, 'shutting down');
+    metricsServer?.close();
+    metricsServer?.closeAllConnections();
     await app.close();
     await db.destroy();
   });
 
   const address = await app.listen({ port: config.port, host: config.host });
+  if (metricsServer !== undefined) {
+    const { port } = metricsServer.address() as { port: number };
+    logger.info({ url: `http://${config.host}:${port}/metrics` }, 'metrics listening');
+  }
   logger.info(
     { engine, url: address, docs: `${config.baseUrl}/api/public/docs`, startupMs: Math.round(performance.now() - startedAt) },
     'resource-api ready',

@@ -100,6 +100,18 @@ describe.runIf(run)('the server process', () => {
     expect(code).toBe(0);
   });
 
+  it('serves /metrics on METRICS_PORT when it is set, and closes it on SIGTERM', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://', METRICS_PORT: '0' }).ready;
+    const entry = server.logs.find((l) => l.msg === 'metrics listening');
+
+    const response = await fetch(String(entry?.url));
+    const { code } = await server.stop();
+
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('# TYPE http_requests_total counter');
+    expect(code).toBe(0);
+  });
+
   it('writes one JSON log line per request, with its request id', async () => {
     const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
 
