@@ -31,9 +31,9 @@ describe('GET /api/public/openapi.json', () => {
     const doc = response.json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths)).toEqual(
-      expect.arrayContaining(['/api/v1/users/', '/api/v1/users/{id}', '/api/v1/users/{id}/password-changes', '/api/v1/users/{id}/password-resets', '/api/public/health/ready']),
+      expect.arrayContaining(['/api/v1/users', '/api/v1/users/{id}', '/api/v1/users/{id}/password-changes', '/api/v1/users/{id}/password-resets', '/api/public/health/ready']),
     );
-    const create = doc.paths['/api/v1/users/'].post;
+    const create = doc.paths['/api/v1/users'].post;
     expect(create.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password']);
     expect(create.requestBody.content['application/json'].schema.properties.password).toMatchObject({ minLength: 8, maxLength: 72, writeOnly: true });
     expect(create.responses['201'].content['application/json'].schema.properties).not.toHaveProperty('passwordHash');
@@ -48,10 +48,10 @@ describe('the OpenAPI document covers every route', () => {
 
     expect(Object.keys(doc.paths)).toEqual(
       expect.arrayContaining([
-        '/api/products/',
+        '/api/products',
         '/api/products/{id}',
         '/api/stock/{productId}',
-        '/api/v1/orders/',
+        '/api/v1/orders',
         '/api/v1/orders/{id}',
         '/api/v1/orders/{id}/cancellation',
         '/api/v1/orders/{id}/confirmation',
@@ -67,14 +67,14 @@ describe('the OpenAPI document covers every route', () => {
   it('documents both versions, with their vendor media types and how to select one', async () => {
     const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
 
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v2/users/', '/api/v2/users/{id}', '/api/v2/orders/', '/api/v2/orders/{id}/items']));
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v2/users', '/api/v2/users/{id}', '/api/v2/orders', '/api/v2/orders/{id}/items']));
     expect(Object.keys(doc.paths['/api/v1/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v1+json']);
     expect(Object.keys(doc.paths['/api/v2/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v2+json']);
     expect(Object.keys(doc.paths['/api/products/{id}'].get.responses['200'].content)).toEqual(['application/json']);
-    expect(doc.paths['/api/v2/users/'].post.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password', 'age', 'address']);
-    expect(doc.paths['/api/v2/orders/'].post.requestBody.content['application/json'].schema.properties.items).toMatchObject({ minItems: 1 });
+    expect(doc.paths['/api/v2/users'].post.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password', 'age', 'address']);
+    expect(doc.paths['/api/v2/orders'].post.requestBody.content['application/json'].schema.properties.items).toMatchObject({ minItems: 1 });
     expect(doc.info.description).toContain('X-API-Version');
-    expect(doc.info.description).toContain('application/vnd.resource-api.v<N>+json');
+    expect(doc.info.description).toContain('application/vnd.resource-api.vN+json');
   });
 
   it('gives every operation a success response and its problems as application/problem+json', async () => {

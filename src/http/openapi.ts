@@ -38,8 +38,8 @@ async function openapi(app: FastifyInstance): Promise<void> {
             'Every path outside /api/public/ requires a Bearer token.',
           '',
           `Versions (${SUPPORTED_VERSIONS.map((v) => `v${v}`).join(', ')}): the version is the second path segment (/api/v1/users, /api/v2/orders). ` +
-            'The same resources without it (/api/users/**, /api/orders/**) take the version from the X-API-Version header (1 or 2) ' +
-            `or from Accept: ${vendorMediaType(app.config.apiVendor, 2).replace('v2', 'v<N>')}, and v1 when neither is sent; ` +
+            'The same resources without it (`/api/users/…`, `/api/orders/…`) take the version from the `X-API-Version` header (1 or 2) ' +
+            `or from \`Accept: ${vendorMediaType(app.config.apiVendor, 2).replace('v2', 'vN')}\` (N = 1 or 2), and v1 when neither is sent; ` +
             'they answer with Vary: Accept, X-API-Version and, when Accept named it, the vendor media type. An unknown version is 400 (header) or 406 (Accept). ' +
             'Products and stock carry no version segment.',
         ].join('\n'),
@@ -52,6 +52,8 @@ async function openapi(app: FastifyInstance): Promise<void> {
     },
     // Routes registered with hide (the docs page's own assets) stay out of the document.
     hideUntagged: false,
+    // A collection is /api/v1/users in the document, not /api/v1/users/ (both are served).
+    transform: ({ schema, url }) => ({ schema: schema as never, url: url.length > 1 ? url.replace(/\/$/, '') : url }),
     transformObject: (documentObject) => {
       const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
       addVendorMediaTypes(document, app.config.apiVendor);
