@@ -6,8 +6,8 @@ import { Kysely } from 'kysely';
 import postgres from 'postgres';
 import type { Config } from '../config.js';
 import type { Database } from './database.js';
-import { PGliteDialect } from './pglite-dialect.js';
-import { PostgresJsDialect } from './postgres-js-dialect.js';
+import { pgliteDialect } from './pglite-dialect.js';
+import { postgresJsDialect } from './postgres-js-dialect.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -36,7 +36,7 @@ export async function createDatabase(
         ...(options.schema ? { search_path: options.schema } : {}),
       },
     });
-    return { db: new Kysely<Database>({ dialect: new PostgresJsDialect(sql) }), engine: 'postgres' };
+    return { db: new Kysely<Database>({ dialect: postgresJsDialect(sql) }), engine: 'postgres' };
   }
 
   const { PGlite } = await import('@electric-sql/pglite');
@@ -46,5 +46,5 @@ export async function createDatabase(
     await mkdir(dataDir, { recursive: true });
   }
   const pglite = await PGlite.create(dataDir);
-  return { db: new Kysely<Database>({ dialect: new PGliteDialect(pglite) }), engine: 'pglite' };
+  return { db: new Kysely<Database>({ dialect: pgliteDialect(pglite) }), engine: 'pglite' };
 }

@@ -2,34 +2,12 @@
 // to COMMIT: every Kysely connection holds a mutex from acquire to release. A plain query holds
 // it for one statement; a transaction holds it for its whole life, so no other request's
 // statement can land inside it.
-import {
-  CompiledQuery,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  type DatabaseConnection,
-  type Dialect,
-  type Driver,
-  type Kysely,
-  type QueryResult,
-  type TransactionSettings,
-} from 'kysely';
+import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
+import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
 
-export class PGliteDialect implements Dialect {
-  constructor(private readonly pglite: PGlite) {}
-  createAdapter() {
-    return new PostgresAdapter();
-  }
-  createDriver(): Driver {
-    return new PGliteDriver(this.pglite);
-  }
-  createQueryCompiler() {
-    return new PostgresQueryCompiler();
-  }
-  createIntrospector(db: Kysely<unknown>) {
-    return new PostgresIntrospector(db);
-  }
+export function pgliteDialect(pglite: PGlite): Dialect {
+  return postgresDialect(() => new PGliteDriver(pglite));
 }
 
 /** A FIFO mutex: callers get the lock in the order they asked for it. */
@@ -74,9 +52,7 @@ class PGliteDriver implements Driver {
     return new PGliteConnection(this.pglite, release);
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    let statement = 'begin';
-    if (settings.isolationLevel) statement += ` isolation level ${settings.isolationLevel}`;
-    if (settings.accessMode) statement += ` ${settings.accessMode}`;
+    const statement = beginStatement(settings);
     await connection.executeQuery(CompiledQuery.raw(statement));
   }
   async commitTransaction(connection: DatabaseConnection): Promise<void> {

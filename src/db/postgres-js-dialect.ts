@@ -1,36 +1,14 @@
 // A Kysely dialect over postgres.js. Plain queries go through the shared connections, where
 // postgres.js prepares and pipelines them; only a transaction reserves a connection, from
 // BEGIN to COMMIT/ROLLBACK. Connection-level failures become DatabaseUnavailable (DESIGN §7).
-import {
-  CompiledQuery,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  type DatabaseConnection,
-  type Dialect,
-  type Driver,
-  type Kysely,
-  type QueryResult,
-  type TransactionSettings,
-} from 'kysely';
+import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
+import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { ReservedSql, Sql } from 'postgres';
 import { DatabaseUnavailable } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
 
-export class PostgresJsDialect implements Dialect {
-  constructor(private readonly sql: Sql) {}
-  createAdapter() {
-    return new PostgresAdapter();
-  }
-  createDriver(): Driver {
-    return new PostgresJsDriver(this.sql);
-  }
-  createQueryCompiler() {
-    return new PostgresQueryCompiler();
-  }
-  createIntrospector(db: Kysely<unknown>) {
-    return new PostgresIntrospector(db);
-  }
+export function postgresJsDialect(sql: Sql): Dialect {
+  return postgresDialect(() => new PostgresJsDriver(sql));
 }
 
 const MUTATIONS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
@@ -64,9 +42,7 @@ class PostgresJsConnection implements DatabaseConnection {
     } catch (error) {
       throw translate(error);
     }
-    let statement = 'begin';
-    if (settings.isolationLevel) statement += ` isolation level ${settings.isolationLevel}`;
-    if (settings.accessMode) statement += ` ${settings.accessMode}`;
+    const statement = beginStatement(settings);
     try {
       await this.#reserved.unsafe(statement);
     } catch (error) {

@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { etagFor, ifMatchVersions, noneMatchHits } from '../http/etag.js';
 import { paged } from '../http/pagination.js';
 import { createdLocation } from '../http/request-url.js';
+import { routeDefaults } from '../http/route-defaults.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import { ProductListQuerySchema, ProductPageSchema, ProductRequestSchema, ProductSchema } from './products.schemas.js';
 import * as products from './products.service.js';
@@ -18,9 +19,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
   const { trustProxy } = app.config;
 
-  app.addHook('onRoute', (route) => {
-    route.config = { problemForm: 'typed', produces: ['application/json'], ...route.config };
-  });
+  routeDefaults(app, { problemForm: 'typed' });
 
   app.get('/', {
     config: read,

@@ -1,5 +1,6 @@
 // /api/stock/{productId} (spec 4.3, DESIGN §4): always revalidated (no-cache).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
 import { ProductIdParamSchema, SetStockSchema, StockSchema } from './products.schemas.js';
 import * as stock from './stock.service.js';
@@ -9,12 +10,8 @@ const tags = ['stock'];
 const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
 
-  app.addHook('onRoute', (route) => {
-    route.config = { problemForm: 'typed', produces: ['application/json'], ...route.config };
-  });
-  app.addHook('onRequest', async (_request, reply) => {
-    reply.header('cache-control', 'no-cache');
-  });
+  // spec 4.3: stock is always revalidated.
+  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-cache' });
 
   app.get('/:productId', {
     config: { scope: 'products:read' },

@@ -3,16 +3,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { paged } from '../http/pagination.js';
 import { createdLocation } from '../http/request-url.js';
-import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
+import { routeDefaults } from '../http/route-defaults.js';
+import { IdParamSchema, problemResponses } from '../http/schemas.js';
 import {
   CreateUserV2Schema,
-  PasswordChangeSchema,
   PatchUserV2Schema,
   UpdateUserV2Schema,
   UserListQuerySchema,
   UserPageV2Schema,
   UserV2Schema,
 } from './users.schemas.js';
+import { read, userSubResources, write } from './users.routes.js';
 import * as users from './users.service.js';
 
 const tags = ['users (v2)'];
@@ -21,16 +22,8 @@ const usersV2: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
   const { trustProxy } = app.config;
 
-  app.addHook('onRoute', (route) => {
-    route.config = { problemForm: 'typed', produces: ['application/json'], ...route.config };
-  });
   // DESIGN §7: user data is personal; no cache may keep it.
-  app.addHook('onRequest', async (_request, reply) => {
-    reply.header('cache-control', 'no-store');
-  });
-
-  const read = { scope: 'users:read' };
-  const write = { scope: 'users:write' };
+  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store' });
 
   app.get('/', {
     config: read,
@@ -74,43 +67,7 @@ const usersV2: FastifyPluginAsyncTypebox = async (app) => {
     },
   });
 
-  app.delete('/:id', {
-    config: write,
-    schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
-    handler: async (request, reply) => {
-      await users.deleteUser(db, request.principal, request.params.id);
-      return reply.code(204).send(undefined);
-    },
-  });
-
-  app.post('/:id/password-changes', {
-    config: write,
-    schema: {
-      tags,
-      summary: 'Change the password',
-      params: IdParamSchema,
-      body: PasswordChangeSchema,
-      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 404, 415, 422) },
-    },
-    handler: async (request, reply) => {
-      await users.changePassword(db, request.principal, request.params.id, request.body);
-      return reply.code(204).send(undefined);
-    },
-  });
-
-  app.post('/:id/password-resets', {
-    config: write,
-    schema: {
-      tags,
-      summary: 'Request a password reset (the token is delivered out of band)',
-      params: IdParamSchema,
-      response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
-    },
-    handler: async (request, reply) => {
-      await users.requestPasswordReset(db, request.principal, request.params.id);
-      return reply.code(202).send(undefined);
-    },
-  });
+  await app.register(userSubResources(tags));
 };
 
 export default usersV2;

@@ -1,0 +1,86 @@
+// The order routes v1 and v2 share (spec 4.2, DESIGN §5): everything but creation, whose
+// request differs by version. Each version's plugin sets its own problem form around them.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { paged } from '../http/pagination.js';
+import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
+import type { OrderAction } from './order-status.js';
+import { CancellationSchema, OrderDetailV1Schema, OrderItemsV1Schema, OrderListQuerySchema, OrderPageV1Schema, UpdateOrderSchema } from './orders.schemas.js';
+import * as orders from './orders.service.js';
+
+export const read = { scope: 'orders:read' };
+export const write = { scope: 'orders:write' };
+
+/** Registers list, read, change, delete, the action sub-resources and items under `tags`. */
+export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const { db } = app;
+    const { trustProxy } = app.config;
+
+    app.get('/', {
+      config: read,
+      schema: { tags, summary: 'List orders (only the caller’s, without admin)', querystring: OrderListQuerySchema, response: { 200: OrderPageV1Schema, ...problemResponses(400, 401, 403) } },
+      handler: async (request, reply) => paged(request, reply, trustProxy, await orders.listOrders(db, request.principal, request.query)),
+    });
+
+    app.get('/:id', {
+      config: read,
+      schema: { tags, summary: 'Get an order', params: IdParamSchema, response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404) } },
+      handler: async (request) => orders.getOrder(db, request.principal, request.params.id),
+    });
+
+    app.patch('/:id', {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Change the note or shipping address (while PENDING or CONFIRMED)',
+        params: IdParamSchema,
+        body: UpdateOrderSchema,
+        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+      },
+      handler: async (request) => orders.updateOrder(db, request.principal, request.params.id, request.body),
+    });
+
+    app.delete('/:id', {
+      config: write,
+      schema: { tags, summary: 'Delete an order (idempotent; releases unshipped stock)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
+      handler: async (request, reply) => {
+        await orders.deleteOrder(db, request.principal, request.params.id);
+        return reply.code(204).send(undefined);
+      },
+    });
+
+    app.post('/:id/cancellation', {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Cancel the order (from PENDING or CONFIRMED; releases its stock)',
+        params: IdParamSchema,
+        body: CancellationSchema,
+        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+      },
+      handler: async (request) => orders.applyAction(db, request.principal, request.params.id, 'cancel', request.body.reason),
+    });
+
+    // Actions without a payload: an empty body, or none, is fine (DESIGN §5).
+    const EmptyBody = Type.Object({}, { description: 'No members are read; the body may be empty.' });
+    const actions: [string, OrderAction, string][] = [
+      ['confirmation', 'confirm', 'Confirm the order (PENDING → CONFIRMED)'],
+      ['shipment', 'ship', 'Ship the order (CONFIRMED → SHIPPED; its units leave reserved stock)'],
+      ['delivery', 'deliver', 'Record delivery (SHIPPED → DELIVERED)'],
+    ];
+    for (const [noun, action, summary] of actions) {
+      app.post(`/:id/${noun}`, {
+        config: write,
+        schema: { tags, summary, params: IdParamSchema, body: EmptyBody, response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
+        handler: async (request) => orders.applyAction(db, request.principal, request.params.id, action),
+      });
+    }
+
+    app.get('/:id/items', {
+      config: read,
+      schema: { tags, summary: 'The order’s items', params: IdParamSchema, response: { 200: OrderItemsV1Schema, ...problemResponses(400, 401, 403, 404) } },
+      handler: async (request) => orders.getOrderItems(db, request.principal, request.params.id),
+    });
+  };
+}
