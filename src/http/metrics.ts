@@ -26,11 +26,21 @@ async function metrics(app: FastifyInstance): Promise<void> {
     registers: [registry],
   });
   app.decorate('metrics', registry);
+  // One pair of labelled children per (method, route, status), made once: labelling on every
+  // request would hash the label set each time.
+  const children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
   app.addHook('onResponse', async (request, reply) => {
     // The route template, never the raw URL: ids would make the label set unbounded.
-    const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) };
-    requests.inc(labels);
-    duration.observe(labels, reply.elapsedTime / 1000);
+    const route = request.routeOptions.url ?? 'unmatched';
+    const key = `${request.method} ${route} ${reply.statusCode}`;
+    let child = children.get(key);
+    if (child === undefined) {
+      const labels = { method: request.method, route, status_code: String(reply.statusCode) };
+      child = { count: requests.labels(labels), time: duration.labels(labels) };
+      children.set(key, child);
+    }
+    child.count.inc();
+    child.time.observe(reply.elapsedTime / 1000);
   });
 }
 

@@ -1,8 +1,8 @@
 // SQL for orders and their items.
 import { sql } from 'kysely';
-import type { Db } from '../db/database.js';
 import type { Transaction } from 'kysely';
-import type { Database } from '../db/database.js';
+import type { Database, Db } from '../db/database.js';
+import { prepare } from '../db/prepared.js';
 import type { OrderStatus } from './order-status.js';
 import type { OrderSortField } from './orders.schemas.js';
 import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
@@ -12,11 +12,13 @@ export type Visibility = { customerId: number | undefined } | 'all';
 
 const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status: 'status' } as const satisfies Record<OrderSortField, keyof OrdersTable>;
 
+const selectOrder = prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id));
+const selectCustomerOrder = prepare(2, (db, id: number, customerId: number) => db.selectFrom('orders').selectAll().where('id', '=', id).where('customer_id', '=', customerId));
+
 /** The order, if it exists and the caller may see it. */
-export function findOrder(db: Db, id: number, visibility: Visibility): Promise<OrderRow | undefined> {
-  let query = db.selectFrom('orders').selectAll().where('id', '=', id);
-  if (visibility !== 'all') query = query.where('customer_id', '=', visibility.customerId ?? -1);
-  return query.executeTakeFirst();
+export async function findOrder(db: Db, id: number, visibility: Visibility): Promise<OrderRow | undefined> {
+  const rows = visibility === 'all' ? await selectOrder(db, id) : await selectCustomerOrder(db, id, visibility.customerId ?? -1);
+  return rows[0];
 }
 
 /** As findOrder, and locks the row until the transaction ends. */

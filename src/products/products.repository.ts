@@ -2,6 +2,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
+import { prepare } from '../db/prepared.js';
 import { Conflict } from '../errors.js';
 import type { NewProductRow, ProductRow } from './products.table.js';
 
@@ -10,8 +11,10 @@ function translate(error: unknown): never {
   throw error;
 }
 
-export function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
-  return db.selectFrom('products').selectAll().where('id', '=', id).executeTakeFirst();
+const selectProductById = prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id));
+
+export async function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
+  return (await selectProductById(db, id))[0];
 }
 
 export function insertProduct(db: Db, row: NewProductRow): Promise<ProductRow> {

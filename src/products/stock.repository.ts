@@ -2,14 +2,17 @@
 // `available >= quantity` check make overselling impossible under any concurrency.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
+import { prepare } from '../db/prepared.js';
 import type { StockRow } from './products.table.js';
 
 export async function insertStock(db: Db, productId: number): Promise<void> {
   await db.insertInto('stock').values({ product_id: productId }).execute();
 }
 
-export function findStock(db: Db, productId: number): Promise<StockRow | undefined> {
-  return db.selectFrom('stock').selectAll().where('product_id', '=', productId).executeTakeFirst();
+const selectStock = prepare(1, (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId));
+
+export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {
+  return (await selectStock(db, productId))[0];
 }
 
 export function setAvailable(db: Db, productId: number, available: number): Promise<StockRow | undefined> {

@@ -2,6 +2,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
+import { prepare } from '../db/prepared.js';
 import { Conflict } from '../errors.js';
 import type { UserSortField } from './users.schemas.js';
 import type { NewUserRow, UserRow } from './users.table.js';
@@ -17,8 +18,10 @@ function translate(error: unknown): never {
   throw error;
 }
 
-export function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
-  return db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id).executeTakeFirst();
+const selectUserById = prepare(1, (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id));
+
+export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
+  return (await selectUserById(db, id))[0];
 }
 
 export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {
