@@ -28,3 +28,19 @@ export function prepare<R, A extends unknown[]>(arity: A['length'], build: (db: 
     return result.rows;
   };
 }
+
+/** One prepared query per variant key (a sort order, a set of filters), made on first use. */
+export function prepareVariants<K extends string, R, A extends unknown[]>(
+  arity: A['length'],
+  build: (key: K) => (db: Kysely<Database>, ...args: A) => Compilable<R>,
+): (key: K, db: Db, ...args: A) => Promise<R[]> {
+  const variants = new Map<K, (db: Db, ...args: A) => Promise<R[]>>();
+  return (key, db, ...args) => {
+    let run = variants.get(key);
+    if (run === undefined) {
+      run = prepare<R, A>(arity, build(key));
+      variants.set(key, run);
+    }
+    return run(db, ...args);
+  };
+}

@@ -1,8 +1,8 @@
 // SQL for orders and their items.
 import { sql } from 'kysely';
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { prepare } from '../db/prepared.js';
+import { prepare, prepareVariants } from '../db/prepared.js';
 import type { OrderStatus } from './order-status.js';
 import type { OrderSortField } from './orders.schemas.js';
 import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
@@ -57,28 +57,49 @@ export async function deleteOrderById(db: Db, id: number): Promise<void> {
   await db.deleteFrom('orders').where('id', '=', id).execute();
 }
 
-export interface OrderListParams {
-  status?: OrderStatus;
-  customerId?: number;
-  visibility: Visibility;
+export interface OrderListParams extends Filters {
   sort: OrderSortField;
   direction: 'asc' | 'desc';
   offset: number;
   limit: number;
 }
 
+type Filters = { status?: OrderStatus; customerId?: number; visibility: Visibility };
+
+/** The variant key of a filter set: which filters are present, not their values. */
+function filterKey(p: Filters): string {
+  return `${p.status !== undefined ? 's' : '-'}${p.customerId !== undefined ? 'c' : '-'}${p.visibility === 'all' ? 'a' : 'v'}`;
+}
+
+function filtered(db: Kysely<Database>, key: string, status: OrderStatus, customerId: number, visibleTo: number) {
+  let query = db.selectFrom('orders');
+  if (key[0] === 's') query = query.where('status', '=', status);
+  if (key[1] === 'c') query = query.where('customer_id', '=', customerId);
+  if (key[2] === 'v') query = query.where('customer_id', '=', visibleTo);
+  return query;
+}
+
+const selectOrderPage = prepareVariants(5, (key: string) => {
+  const [filters, sort, direction] = key.split(',') as [string, OrderSortField, 'asc' | 'desc'];
+  const column = SORT_COLUMNS[sort];
+  return (db, status: OrderStatus, customerId: number, visibleTo: number, limit: number, offset: number) => {
+    let page = filtered(db, filters, status, customerId, visibleTo).selectAll().orderBy(column, direction);
+    if (column !== 'id') page = page.orderBy('id', direction);
+    return page.limit(limit).offset(offset);
+  };
+});
+
+const countOrders = prepareVariants(3, (filters: string) => (db, status: OrderStatus, customerId: number, visibleTo: number) =>
+  filtered(db, filters, status, customerId, visibleTo).select((eb) => eb.fn.countAll<number>().as('count')),
+);
+
 /** A page and the total under the same filters, sent together (pipelined on PostgreSQL). */
 export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderRow[]; total: number }> {
-  let filtered = db.selectFrom('orders');
-  if (p.status !== undefined) filtered = filtered.where('status', '=', p.status);
-  if (p.customerId !== undefined) filtered = filtered.where('customer_id', '=', p.customerId);
-  if (p.visibility !== 'all') filtered = filtered.where('customer_id', '=', p.visibility.customerId ?? -1);
-  const column = SORT_COLUMNS[p.sort];
-  let page = filtered.selectAll().orderBy(column, p.direction);
-  if (column !== 'id') page = page.orderBy('id', p.direction);
-  const [rows, { count }] = await Promise.all([
-    page.limit(p.limit).offset(p.offset).execute(),
-    filtered.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
+  const filters = filterKey(p);
+  const values = [p.status ?? 'PENDING', p.customerId ?? -1, p.visibility === 'all' ? -1 : (p.visibility.customerId ?? -1)] as const;
+  const [rows, [counted]] = await Promise.all([
+    selectOrderPage(`${filters},${p.sort},${p.direction}`, db, ...values, p.limit, p.offset),
+    countOrders(filters, db, ...values),
   ]);
-  return { rows, total: Number(count) };
+  return { rows, total: Number(counted?.count ?? 0) };
 }

@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { prepare } from '../db/prepared.js';
+import { prepare, prepareVariants } from '../db/prepared.js';
 import { Conflict } from '../errors.js';
 import type { UserSortField } from './users.schemas.js';
 import type { NewUserRow, UserRow } from './users.table.js';
@@ -63,15 +63,21 @@ export interface UserListParams {
  * sort every row instead of walking the sort's index for one page.)
  */
 export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: PublicUserRow[]; total: number }> {
-  const column = SORT_COLUMNS[p.sort];
-  let query = db.selectFrom('users').select(PUBLIC_COLUMNS).orderBy(column, p.direction);
-  if (column !== 'id') query = query.orderBy('id', 'asc');
-  const [rows, { count }] = await Promise.all([
-    query.limit(p.limit).offset(p.offset).execute(),
-    db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(count) };
+  const [rows, [counted]] = await Promise.all([selectUserPage(`${p.sort},${p.direction}`, db, p.limit, p.offset), countUsers(db)]);
+  return { rows, total: Number(counted?.count ?? 0) };
 }
+
+const selectUserPage = prepareVariants(2, (key: `${UserSortField},${'asc' | 'desc'}`) => {
+  const [sort, direction] = key.split(',') as [UserSortField, 'asc' | 'desc'];
+  const column = SORT_COLUMNS[sort];
+  return (db, limit: number, offset: number) => {
+    let query = db.selectFrom('users').select(PUBLIC_COLUMNS).orderBy(column, direction);
+    if (column !== 'id') query = query.orderBy('id', 'asc');
+    return query.limit(limit).offset(offset);
+  };
+});
+
+const countUsers = prepare(0, (db) => db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')));
 
 export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
   await db.insertInto('password_resets').values({ user_id: userId, token_hash: tokenHash, expires_at: expiresAt }).execute();
