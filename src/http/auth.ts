@@ -2,7 +2,7 @@
 // /api/public/** needs a valid JWT, known route or not; OPTIONS never does (spec 4.4 rule 3).
 // Each route states the scope it needs in its config; a route without one fails start-up.
 import { createPublicKey } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type CryptoKey, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { principalFrom, type Principal } from '../auth/principal.js';
@@ -73,12 +73,18 @@ export class TokenVerifier {
     return this.#cache.size;
   }
 
-  async verify(token: string): Promise<Principal> {
+  /** The principal of a token verified before and not yet expired, without waiting. */
+  cached(token: string): Principal | undefined {
     const hit = this.#cache.get(token);
-    if (hit !== undefined) {
-      if (hit.expiresAt > Date.now()) return hit.principal;
-      this.#cache.delete(token);
-    }
+    if (hit === undefined) return undefined;
+    if (hit.expiresAt > Date.now()) return hit.principal;
+    this.#cache.delete(token);
+    return undefined;
+  }
+
+  async verify(token: string): Promise<Principal> {
+    const hit = this.cached(token);
+    if (hit !== undefined) return hit;
     const { payload } = await jwtVerify(token, this.key as Uint8Array, {
       algorithms: this.algorithms,
       clockTolerance: CLOCK_TOLERANCE_SECONDS,
@@ -118,21 +124,31 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
   });
 
   app.decorateRequest('principal', null as unknown as Principal);
-  app.addHook('onRequest', async (request) => {
-    if (request.method === 'OPTIONS' || isPublicPath(requestPath(request))) return;
+  // Callback-style: a token seen before is answered from the cache without a promise.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.method === 'OPTIONS' || isPublicPath(requestPath(request))) return done();
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
-    if (match === null) throw new Unauthenticated('A Bearer access token is required.', false);
-    try {
-      request.principal = await verifier.verify(match[1]!);
-    } catch (error) {
-      if (error instanceof joseErrors.JWTExpired) throw new Unauthenticated('The access token has expired.', true);
-      if (error instanceof joseErrors.JOSEError) throw new Unauthenticated('The access token is invalid.', true);
-      throw error;
-    }
-    const scope = request.routeOptions.config?.scope;
-    if (scope !== undefined && !request.principal.scopes.has(scope)) throw new Forbidden(`This request needs the ${scope} scope.`, scope);
+    if (match === null) return done(new Unauthenticated('A Bearer access token is required.', false));
+    const token = match[1]!;
+    const cached = verifier.cached(token);
+    if (cached !== undefined) return done(authorize(request, cached));
+    verifier.verify(token).then(
+      (principal) => done(authorize(request, principal)),
+      (error: unknown) => {
+        if (error instanceof joseErrors.JWTExpired) return done(new Unauthenticated('The access token has expired.', true));
+        if (error instanceof joseErrors.JOSEError) return done(new Unauthenticated('The access token is invalid.', true));
+        done(error as Error);
+      },
+    );
   });
+}
+
+/** Sets the caller; the route's scope error when it lacks the scope (DESIGN §2). */
+function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
+  request.principal = principal;
+  const scope = request.routeOptions.config?.scope;
+  return scope !== undefined && !principal.scopes.has(scope) ? new Forbidden(`This request needs the ${scope} scope.`, scope) : undefined;
 }
 
 export default fp(auth, { name: 'auth', dependencies: ['request-context'] });

@@ -45,18 +45,18 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
 
   // A route that validates a body sees {} for a missing one, so every required field is
   // reported, instead of one message about the body as a whole.
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     if ((request.body === undefined || request.body === null) && request.routeOptions.schema?.body !== undefined) request.body = {};
+    done();
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const produces = request.routeOptions.config?.produces;
     const accept = request.headers.accept;
-    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return;
-    if (acceptMetByVersion(request.raw)) return;
-    if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return;
-    const path = requestPath(request);
-    return sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: path }));
+    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return done();
+    if (acceptMetByVersion(request.raw)) return done();
+    if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return done();
+    sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: requestPath(request) }));
   });
 }
 

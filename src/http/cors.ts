@@ -98,10 +98,10 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
   const policies = corsPolicies(app.config.corsAllowedOrigins);
   const policyFor = (path: string) => policies.find((p) => `${path}/`.startsWith(p.prefix));
 
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const path = requestPath(request);
     const policy = policyFor(path);
-    if (policy === undefined) return;
+    if (policy === undefined) return done();
     appendVary(reply, 'Origin');
     const origin = request.headers.origin;
     const requestedMethod = request.headers['access-control-request-method'];
@@ -126,7 +126,8 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
         reply.header('access-control-allow-headers', policy.allowedHeaders.join(', '));
         reply.header('access-control-max-age', String(policy.maxAge));
       }
-      return reply.code(204).send();
+      reply.code(204).send();
+      return;
     }
 
     const method = request.method === 'HEAD' ? 'GET' : request.method;
@@ -135,6 +136,7 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
       if (policy.credentials) reply.header('access-control-allow-credentials', 'true');
       reply.header('access-control-expose-headers', policy.exposedHeaders.join(', '));
     }
+    done();
   });
 
   // An OPTIONS that is not a preflight asks which methods a path has.

@@ -29,7 +29,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
   // One pair of labelled children per (method, route, status), made once: labelling on every
   // request would hash the label set each time.
   const children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     // The route template, never the raw URL: ids would make the label set unbounded.
     const route = request.routeOptions.url ?? 'unmatched';
     const key = `${request.method} ${route} ${reply.statusCode}`;
@@ -41,6 +41,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
     }
     child.count.inc();
     child.time.observe(reply.elapsedTime / 1000);
+    done();
   });
 }
 

@@ -21,18 +21,22 @@ async function requestContext(app: FastifyInstance): Promise<void> {
     closing = true;
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks on every request are callback-style: an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
+    done();
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     request.log.info(
-      { method: request.method, url: request.url, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 },
+      { method: request.method, url: request.originalUrl, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 },
       'request completed',
     );
+    done();
   });
 }
 

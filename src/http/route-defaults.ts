@@ -9,8 +9,9 @@ export function routeDefaults(app: FastifyInstance, defaults: { problemForm: Pro
   });
   const { cacheControl } = defaults;
   if (cacheControl !== undefined) {
-    app.addHook('onRequest', async (_request, reply) => {
+    app.addHook('onRequest', (_request, reply, done) => {
       reply.header('cache-control', cacheControl);
+      done();
     });
   }
 }

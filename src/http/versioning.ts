@@ -114,20 +114,19 @@ export function acceptMetByVersion(raw: IncomingMessage): boolean {
 }
 
 async function versioning(app: FastifyInstance): Promise<void> {
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const negotiation = (request.raw as NegotiatedRequest)[kNegotiation];
-    if (negotiation === undefined) return;
+    if (negotiation === undefined) return done();
     if (negotiation.unversioned) appendVary(reply, 'Accept', 'X-API-Version');
-    if (negotiation.error !== undefined) {
-      const { status, detail } = negotiation.error;
-      return sendProblem(reply, plain(status, detail, { instance: request.originalUrl.split('?')[0]! }));
-    }
+    if (negotiation.error === undefined) return done();
+    const { status, detail } = negotiation.error;
+    sendProblem(reply, plain(status, detail, { instance: request.originalUrl.split('?')[0]! }));
   });
   // The negotiated vendor type names a successful JSON answer; problems keep theirs.
-  app.addHook('onSend', async (request, reply, payload) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     const mediaType = (request.raw as NegotiatedRequest)[kNegotiation]?.mediaType;
     if (mediaType !== undefined && String(reply.getHeader('content-type') ?? '').startsWith('application/json')) reply.type(mediaType);
-    return payload;
+    done(null, payload);
   });
 }
 
