@@ -39,6 +39,17 @@ describe('POST /api/v1/users', () => {
     expect(response.body).not.toMatch(/password|a-very-secret-pass|argon2/i);
   });
 
+  it('stores the password as argon2id at OWASP parameters, salted per user', async () => {
+    const a = await createUser(app, { password: 'same-password-1' });
+    const b = await createUser(app, { password: 'same-password-1' });
+
+    const rows = await app.db.selectFrom('users').select(['id', 'password_hash']).where('id', 'in', [a.id, b.id]).execute();
+
+    for (const row of rows) expect(row.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
+    expect(rows[0]!.password_hash).not.toBe(rows[1]!.password_hash);
+    expect(rows[0]!.password_hash).not.toContain('same-password-1');
+  });
+
   it('ignores unknown members (spec 9.3)', async () => {
     const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ role: 'admin', id: 999999, passwordHash: 'x' }) });
 
@@ -454,13 +465,19 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
 });
 
 describe('POST /api/v1/users/{id}/password-resets', () => {
-  it('accepts a reset request with 202 and no body', async () => {
+  it('accepts a reset request with 202 and no body, keeping only a hash of the token with a one-hour expiry', async () => {
     const user = await createUser(app);
 
     const response = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-resets` });
 
     expect(response.statusCode).toBe(202);
     expect(response.body).toBe('');
+    const resets = await app.db.selectFrom('password_resets').selectAll().where('user_id', '=', user.id).execute();
+    expect(resets).toHaveLength(1);
+    expect(resets[0]!.token_hash).toMatch(/^[0-9a-f]{64}$/);
+    const ttl = resets[0]!.expires_at.getTime() - resets[0]!.created_at.getTime();
+    expect(ttl).toBeGreaterThan(59 * 60 * 1000);
+    expect(ttl).toBeLessThan(61 * 60 * 1000);
   });
 
   it('returns 404 for a missing user', async () => {

@@ -3,17 +3,15 @@
 import type { Transaction } from 'kysely';
 import type { Principal } from '../auth/principal.js';
 import type { Database, Db } from '../db/database.js';
+import { pageWindow, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
 import { consumeStock, releaseStock, reserveStock } from '../products/stock.repository.js';
-import type { PageOf } from '../users/users.service.js';
 import { lineTotal, orderTotal, toJsonNumber } from './money.js';
 import { holdsReservation, isEditable, nextStatus, stockEffect, type OrderAction, type OrderStatus } from './order-status.js';
 import * as repo from './orders.repository.js';
 import type { Visibility } from './orders.repository.js';
 import type { OrderDetail, OrderItem, OrderListQuery, OrderSortField, OrderSummary, UpdateOrder } from './orders.schemas.js';
 import type { OrderItemRow, OrderRow } from './orders.table.js';
-
-export const MAX_PAGE_SIZE = 100;
 
 /**
  * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
@@ -111,7 +109,7 @@ export async function getOrderItems(db: Db, caller: Principal, id: number): Prom
 }
 
 export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): Promise<PageOf<OrderSummary>> {
-  const size = Math.min(q.size, MAX_PAGE_SIZE);
+  const { size, offset } = pageWindow(q.page, q.size);
   const [field, dir] = q.sort.split(',');
   const { rows, total } = await repo.listOrders(db, {
     ...(q.status !== undefined ? { status: q.status as OrderStatus } : {}),
@@ -119,7 +117,7 @@ export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): 
     visibility: visibilityFor(caller),
     sort: field as OrderSortField,
     direction: dir?.toLowerCase() === 'asc' ? 'asc' : 'desc',
-    offset: q.page * size,
+    offset,
     limit: size,
   });
   return { content: rows.map(toOrderSummary), total, page: q.page, size };

@@ -1,14 +1,12 @@
 // Products (DESIGN §4). version is the optimistic-concurrency token and the ETag.
 import type { Db } from '../db/database.js';
+import { pageWindow, type PageOf } from '../page.js';
 import { EntityNotFound, PreconditionFailed } from '../errors.js';
 import { fromJsonNumber, toJsonNumber } from '../orders/money.js';
-import type { PageOf } from '../users/users.service.js';
 import * as repo from './products.repository.js';
 import type { Product, ProductRequest } from './products.schemas.js';
 import type { ProductRow } from './products.table.js';
 import { insertStock } from './stock.repository.js';
-
-export const MAX_PAGE_SIZE = 100;
 
 export function toProduct(row: ProductRow): Product {
   return {
@@ -30,8 +28,8 @@ export async function getProduct(db: Db, id: number): Promise<Product> {
 }
 
 export async function listProducts(db: Db, q: { page: number; size: number }): Promise<PageOf<Product>> {
-  const size = Math.min(q.size, MAX_PAGE_SIZE);
-  const { rows, total } = await repo.listProducts(db, q.page * size, size);
+  const { size, offset } = pageWindow(q.page, q.size);
+  const { rows, total } = await repo.listProducts(db, offset, size);
   return { content: rows.map(toProduct), total, page: q.page, size };
 }
 

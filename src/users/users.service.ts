@@ -2,13 +2,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
+import { pageWindow, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
 import type { PasswordChange, UserSortField } from './users.schemas.js';
 
-export const MAX_PAGE_SIZE = 100;
 const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
 
 export interface Address {
@@ -86,20 +86,13 @@ export interface UserListRequest {
   sort: string;
 }
 
-export interface PageOf<T> {
-  content: T[];
-  total: number;
-  page: number;
-  size: number;
-}
-
 /** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
 export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
-  const size = Math.min(q.size, MAX_PAGE_SIZE);
+  const { size, offset } = pageWindow(q.page, q.size);
   const [field, dir] = q.sort.split(',');
   const { rows, total } = await repo.listUsers(db, {
-    offset: q.page * size,
+    offset,
     limit: size,
     sort: field as UserSortField,
     direction: dir?.toLowerCase() === 'desc' ? 'desc' : 'asc',
