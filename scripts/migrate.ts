@@ -1,6 +1,7 @@
 // npm run migrate: apply pending migrations to the configured database and exit.
 import { ConfigError, loadConfig } from '../src/config.js';
 import { createDatabase } from '../src/db/create-database.js';
+import { DataDirInUse } from '../src/db/data-dir-lock.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 
 try {
@@ -13,6 +14,6 @@ try {
     await db.destroy();
   }
 } catch (error) {
-  console.error(error instanceof ConfigError ? error.message : error);
+  console.error(error instanceof ConfigError || error instanceof DataDirInUse ? error.message : error);
   process.exit(1);
 }

@@ -7,6 +7,7 @@ import { buildApp } from './app.js';
 import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
+import { DataDirInUse } from './db/data-dir-lock.js';
 import { migrateToLatest } from './db/migrate.js';
 import { startMetricsServer } from './http/metrics.js';
 
@@ -67,4 +68,10 @@ async function main(): Promise<void> {
   );
 }
 
-await main();
+await main().catch((error: unknown) => {
+  if (error instanceof DataDirInUse) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(1);
+  }
+  throw error;
+});

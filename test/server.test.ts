@@ -1,6 +1,6 @@
 // The process as an operator sees it: start-up errors, persistence of the embedded database
 // across a restart, and a graceful stop that finishes in-flight work (DESIGN §1).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest, Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,21 @@ describe.runIf(run)('the server process', () => {
     expect(await fetched.json()).toEqual(user);
     expect(second.logs.find((l) => l.msg === 'migrations applied')).toBeUndefined();
     expect((await second.stop()).code).toBe(0);
+  });
+
+  it('refuses a second process on the same DATA_DIR, and takes over a lock whose process is gone', async () => {
+    const dataDir = await tempDir();
+    const first = await runServer({ DATA_DIR: dataDir }).ready;
+
+    const second = await runServer({ DATA_DIR: dataDir }).exited;
+    await first.stop();
+    await writeFile(join(dataDir, 'pglite', 'resource-api.lock'), '2147483646');
+    const third = await runServer({ DATA_DIR: dataDir }).ready;
+    const { code } = await third.stop();
+
+    expect(second.code).toBe(1);
+    expect(second.stderr).toBe(`The embedded database in ${join(dataDir, 'pglite')} is in use by process ${first.child.pid}; stop it first, or set DATA_DIR or DATABASE_URL\n`);
+    expect(code).toBe(0);
   });
 
   it('finishes an in-flight request on SIGTERM, closes idle keep-alive sockets and exits 0 at once', async () => {

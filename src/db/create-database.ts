@@ -6,6 +6,7 @@ import { Kysely } from 'kysely';
 import postgres from 'postgres';
 import type { Config } from '../config.js';
 import type { Database } from './database.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
 import { postgresJsDialect } from './postgres-js-dialect.js';
 
@@ -41,10 +42,17 @@ export async function createDatabase(
 
   const { PGlite } = await import('@electric-sql/pglite');
   let dataDir: string | undefined;
+  let unlock = () => {};
   if (config.dataDir !== undefined) {
     dataDir = join(resolve(config.dataDir), 'pglite');
     await mkdir(dataDir, { recursive: true });
+    unlock = lockDataDir(dataDir);
   }
-  const pglite = await PGlite.create(dataDir);
-  return { db: new Kysely<Database>({ dialect: pgliteDialect(pglite) }), engine: 'pglite' };
+  try {
+    const pglite = await PGlite.create(dataDir);
+    return { db: new Kysely<Database>({ dialect: pgliteDialect(pglite, unlock) }), engine: 'pglite' };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
 }

@@ -6,8 +6,9 @@ import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
 
-export function pgliteDialect(pglite: PGlite): Dialect {
-  return postgresDialect(() => new PGliteDriver(pglite));
+/** `onClose` runs once the database is closed (it releases the DATA_DIR lock). */
+export function pgliteDialect(pglite: PGlite, onClose: () => void = () => {}): Dialect {
+  return postgresDialect(() => new PGliteDriver(pglite, onClose));
 }
 
 /** A FIFO mutex: callers get the lock in the order they asked for it. */
@@ -43,7 +44,10 @@ class PGliteConnection implements DatabaseConnection {
 
 class PGliteDriver implements Driver {
   readonly #mutex = new Mutex();
-  constructor(private readonly pglite: PGlite) {}
+  constructor(
+    private readonly pglite: PGlite,
+    private readonly onClose: () => void,
+  ) {}
   async init(): Promise<void> {
     await this.pglite.waitReady;
   }
@@ -69,6 +73,7 @@ class PGliteDriver implements Driver {
     try {
       if (!this.pglite.closed) await this.pglite.close();
     } finally {
+      this.onClose();
       release();
     }
   }
