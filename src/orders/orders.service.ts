@@ -5,7 +5,7 @@ import type { Principal } from '../auth/principal.js';
 import type { Database, Db } from '../db/database.js';
 import { pageWindow, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
-import { consumeStock, releaseStock, reserveStock } from '../products/stock.repository.js';
+import { moveOrderStock, reserveStock } from '../products/stock.repository.js';
 import { lineTotal, orderTotal, toJsonNumber } from './money.js';
 import { holdsReservation, isEditable, nextStatus, stockEffect, type OrderAction, type OrderStatus } from './order-status.js';
 import * as repo from './orders.repository.js';
@@ -133,11 +133,7 @@ export async function applyAction(db: Db, caller: Principal, id: number, action:
     if (order === undefined) throw new EntityNotFound('Order', id);
     const next = nextStatus(id, order.status, action);
     const effect = stockEffect(order.status, next);
-    if (effect !== 'none') {
-      for (const item of await repo.findOrderItems(trx, id)) {
-        await (effect === 'release' ? releaseStock : consumeStock)(trx, item.product_id, item.quantity);
-      }
-    }
+    if (effect !== 'none') await moveOrderStock(trx, id, effect);
     const updated = await repo.updateOrder(trx, id, { status: next, ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}) });
     return toOrderDetail(updated);
   });
@@ -167,9 +163,7 @@ export async function deleteOrder(db: Db, caller: Principal, id: number): Promis
   await db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) return;
-    if (holdsReservation(order.status)) {
-      for (const item of await repo.findOrderItems(trx, id)) await releaseStock(trx, item.product_id, item.quantity);
-    }
+    if (holdsReservation(order.status)) await moveOrderStock(trx, id, 'release');
     await repo.deleteOrderById(trx, id);
   });
 }

@@ -34,20 +34,15 @@ export async function reserveStock(db: Db, productId: number, quantity: number):
   return rows[0];
 }
 
-/** Cancelling or deleting an unshipped order gives its units back. */
-export async function releaseStock(db: Db, productId: number, quantity: number): Promise<void> {
-  await db
-    .updateTable('stock')
-    .set({ available: sql<number>`available + ${quantity}`, reserved: sql<number>`greatest(reserved - ${quantity}, 0)`, updated_at: sql<Date>`now()` })
-    .where('product_id', '=', productId)
-    .execute();
-}
-
-/** Shipping takes the units out of the warehouse: they leave reserved. */
-export async function consumeStock(db: Db, productId: number, quantity: number): Promise<void> {
-  await db
-    .updateTable('stock')
-    .set({ reserved: sql<number>`greatest(reserved - ${quantity}, 0)`, updated_at: sql<Date>`now()` })
-    .where('product_id', '=', productId)
-    .execute();
+/**
+ * Moves an order's units in one statement: 'release' gives them back to available
+ * (cancelling or deleting an unshipped order), 'consume' takes them out of reserved (shipping).
+ * An order has one line per product, so no stock row is updated twice.
+ */
+export async function moveOrderStock(db: Db, orderId: number, effect: 'release' | 'consume'): Promise<void> {
+  const available = effect === 'release' ? sql<number>`s.available + i.quantity` : sql<number>`s.available`;
+  await sql`
+    update stock s set available = ${available}, reserved = greatest(s.reserved - i.quantity, 0), updated_at = now()
+    from order_items i
+    where i.order_id = ${orderId} and s.product_id = i.product_id`.execute(db);
 }
