@@ -81,7 +81,7 @@ describe('framework errors', () => {
       type: 'about:blank',
       title: 'Not Acceptable',
       status: 406,
-      detail: 'This resource is available as application/json.',
+      detail: 'This resource is available as application/json, application/vnd.resource-api.v1+json.',
       instance: '/api/v1/users',
     });
   });

@@ -6,7 +6,6 @@ import Negotiator from 'negotiator';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
-import { acceptMetByVersion } from './versioning.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -54,10 +53,9 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
     const produces = request.routeOptions.config?.produces;
     const accept = request.headers.accept;
     if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return done();
-    if (acceptMetByVersion(request.raw)) return done();
     if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return done();
     sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: requestPath(request) }));
   });
 }
 
-export default fp(contentNegotiation, { name: 'content-negotiation', dependencies: ['problems', 'versioning'] });
+export default fp(contentNegotiation, { name: 'content-negotiation', dependencies: ['problems'] });

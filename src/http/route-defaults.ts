@@ -1,11 +1,14 @@
 // What every route of a resource plugin shares: its problem form, the media types it answers
-// with, and (for personal data, DESIGN §7) Cache-Control: no-store. One call per plugin.
+// with (application/json, and for a versioned resource its vendor type, spec 9.2), and (for
+// personal data, DESIGN §7) Cache-Control: no-store. One call per plugin.
 import type { FastifyInstance } from 'fastify';
 import type { ProblemForm } from './problems/to-problem.js';
+import { vendorMediaType } from './versioning.js';
 
-export function routeDefaults(app: FastifyInstance, defaults: { problemForm: ProblemForm; cacheControl?: string }): void {
+export function routeDefaults(app: FastifyInstance, defaults: { problemForm: ProblemForm; cacheControl?: string; version?: number }): void {
+  const produces = defaults.version === undefined ? ['application/json'] : ['application/json', vendorMediaType(app.config.apiVendor, defaults.version)];
   app.addHook('onRoute', (route) => {
-    route.config = { problemForm: defaults.problemForm, produces: ['application/json'], ...route.config };
+    route.config = { problemForm: defaults.problemForm, produces, ...route.config };
   });
   const { cacheControl } = defaults;
   if (cacheControl !== undefined) {

@@ -14,7 +14,6 @@ import { sendProblem } from './problems/error-handler.js';
 import { appendVary } from './cors.js';
 
 export const SUPPORTED_VERSIONS = [1, 2] as const;
-export const LATEST_VERSION = 2;
 
 /** The resources that exist in more than one version (DESIGN §6). */
 const VERSIONED = /^\/api\/(?:v(\d+)\/)?(users|orders)(?=\/|$|\?)/;
@@ -106,11 +105,6 @@ export function versionRewriter(vendor: string): (req: IncomingMessage) => strin
     (req as NegotiatedRequest)[kNegotiation] = negotiation;
     return negotiation.url;
   };
-}
-
-/** True when the version negotiation already matched Accept to a vendor media type. */
-export function acceptMetByVersion(raw: IncomingMessage): boolean {
-  return (raw as NegotiatedRequest)[kNegotiation]?.mediaType !== undefined;
 }
 
 async function versioning(app: FastifyInstance): Promise<void> {

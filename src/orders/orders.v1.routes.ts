@@ -15,7 +15,7 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
   const { trustProxy } = app.config;
   // DESIGN §7: orders are personal data; no cache may keep them.
-  routeDefaults(app, { problemForm: 'orders-v1', cacheControl: 'no-store' });
+  routeDefaults(app, { problemForm: 'orders-v1', cacheControl: 'no-store', version: 1 });
 
   app.post('/', {
     config: write,

@@ -14,7 +14,7 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
   const { trustProxy } = app.config;
   // DESIGN §7: orders are personal data; no cache may keep them.
-  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store' });
+  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 2 });
 
   app.post('/', {
     config: write,

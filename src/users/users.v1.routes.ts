@@ -22,7 +22,7 @@ const usersV1: FastifyPluginAsyncTypebox = async (app) => {
   const { trustProxy } = app.config;
 
   // DESIGN §7: user data is personal; no cache may keep it.
-  routeDefaults(app, { problemForm: 'users-v1', cacheControl: 'no-store' });
+  routeDefaults(app, { problemForm: 'users-v1', cacheControl: 'no-store', version: 1 });
 
   app.get('/', {
     config: read,

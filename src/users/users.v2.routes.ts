@@ -23,7 +23,7 @@ const usersV2: FastifyPluginAsyncTypebox = async (app) => {
   const { trustProxy } = app.config;
 
   // DESIGN §7: user data is personal; no cache may keep it.
-  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store' });
+  routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 2 });
 
   app.get('/', {
     config: read,
