@@ -1,32 +1,61 @@
 // The benchmark's anchors: the least a Node server can do for the same answer.
-//   node bench/anchors.js http <port>            a fixed JSON user from node:http
-//   node bench/anchors.js pg <port> <url> <pool> one user by primary key through postgres.js
-import { createServer } from 'node:http';
-import postgres from 'postgres';
+//   anchors.ts http <port>             a fixed JSON user from bare node:http
+//   anchors.ts pg <port> <url>         one user by primary key through postgres.js, max: 1
+//                                      (the TechEmpower shape: prepared, pipelined)
+//   anchors.ts pglite <port>           one user by primary key through PGlite in memory,
+//                                      seeded with <seed> users by plain SQL
+import { createServer, type ServerResponse } from 'node:http';
 
-const [kind, portArg, url, pool] = process.argv.slice(2);
+const [kind, portArg, arg] = process.argv.slice(2);
 const port = Number(portArg);
 
+interface UserRow {
+  id: number | string;
+  name: string;
+  email: string;
+  created_at: Date;
+}
+
+function send(res: ServerResponse, r: UserRow | undefined): void {
+  if (r === undefined) {
+    res.writeHead(404).end();
+    return;
+  }
+  const body = JSON.stringify({ id: Number(r.id), name: r.name, email: r.email, createdAt: r.created_at.toISOString() });
+  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+const idOf = (url: string) => Number(url.slice(url.lastIndexOf('/') + 1));
+const ready = () => console.log('ready');
+
 if (kind === 'http') {
-  const body = JSON.stringify({ id: 1, name: 'Ada Lovelace', email: 'ada@example.com', createdAt: '2026-11-21T22:34:23.123' });
+  const body = JSON.stringify({ id: 1, name: 'Ada Lovelace', email: 'ada@example.com', createdAt: '2026-11-21T22:34:23.123Z' });
   createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
     res.end(body);
-  }).listen(port, '127.0.0.1', () => console.log('ready'));
-} else {
-  const sql = postgres(url!, { max: Number(pool), prepare: true, onnotice: () => {} });
+  }).listen(port, '127.0.0.1', ready);
+} else if (kind === 'pg') {
+  const { default: postgres } = await import('postgres');
+  const sql = postgres(arg!, { max: 1, prepare: true, onnotice: () => {} });
   createServer((req, res) => {
-    const id = Number(req.url!.slice(req.url!.lastIndexOf('/') + 1));
-    sql`select id, name, email, created_at from users where id = ${id}`.then(
-      (rows) => {
-        const r = rows[0]!;
-        const body = JSON.stringify({ id: Number(r.id), name: r.name, email: r.email, createdAt: (r.created_at as Date).toISOString().slice(0, 23) });
-        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
-        res.end(body);
-      },
-      () => {
-        res.writeHead(500).end();
-      },
+    sql<UserRow[]>`select id, name, email, created_at from users where id = ${idOf(req.url!)}`.then(
+      (rows) => send(res, rows[0]),
+      () => res.writeHead(500).end(),
     );
-  }).listen(port, '127.0.0.1', () => console.log('ready'));
+  }).listen(port, '127.0.0.1', ready);
+} else if (kind === 'pglite') {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db = await PGlite.create();
+  await db.exec(`create table users (id bigserial primary key, name text not null, email text not null, created_at timestamptz not null default now());
+    insert into users (name, email) select 'Seed ' || i, 'seed' || i || '@example.com' from generate_series(1, ${Number(arg ?? 1000)}) i;`);
+  createServer((req, res) => {
+    db.query<UserRow>('select id, name, email, created_at from users where id = $1', [idOf(req.url!)]).then(
+      (result) => send(res, result.rows[0]),
+      () => res.writeHead(500).end(),
+    );
+  }).listen(port, '127.0.0.1', ready);
+} else {
+  console.error(`unknown anchor ${kind}`);
+  process.exit(2);
 }

@@ -3,12 +3,13 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Kysely } from 'kysely';
-import postgres from 'postgres';
 import type { Config } from '../config.js';
 import type { Database } from './database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
 import { postgresJsDialect } from './postgres-js-dialect.js';
+import { PostgresPool } from './postgres-pool.js';
+import { withDirectRun } from './prepared.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -22,8 +23,7 @@ export async function createDatabase(
   options: CreateDatabaseOptions = {},
 ): Promise<{ db: Kysely<Database>; engine: Engine }> {
   if (config.kind === 'postgres') {
-    const sql = postgres(config.url, {
-      max: config.poolSize,
+    const pool = new PostgresPool(config.url, config.poolSize, {
       prepare: true,
       // A server that is down answers at once; one that is unreachable must not hang requests.
       connect_timeout: 5,
@@ -34,10 +34,14 @@ export async function createDatabase(
       },
       connection: {
         application_name: 'resource-api',
+        // DESIGN §9: PostgreSQL ends a runaway statement and an abandoned transaction itself.
+        statement_timeout: config.statementTimeoutMs,
+        idle_in_transaction_session_timeout: config.idleTransactionTimeoutMs,
         ...(options.schema ? { search_path: options.schema } : {}),
       },
     });
-    return { db: new Kysely<Database>({ dialect: postgresJsDialect(sql) }), engine: 'postgres' };
+    const { dialect, run } = postgresJsDialect(pool);
+    return { db: withDirectRun(new Kysely<Database>({ dialect }), run), engine: 'postgres' };
   }
 
   const { PGlite } = await import('@electric-sql/pglite');
@@ -50,7 +54,8 @@ export async function createDatabase(
   }
   try {
     const pglite = await PGlite.create(dataDir);
-    return { db: new Kysely<Database>({ dialect: pgliteDialect(pglite, unlock) }), engine: 'pglite' };
+    const { dialect, run } = pgliteDialect(pglite, unlock);
+    return { db: withDirectRun(new Kysely<Database>({ dialect }), run), engine: 'pglite' };
   } catch (error) {
     unlock();
     throw error;

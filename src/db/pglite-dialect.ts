@@ -5,10 +5,16 @@
 import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
+import type { DirectRun } from './prepared.js';
 
-/** `onClose` runs once the database is closed (it releases the DATA_DIR lock). */
-export function pgliteDialect(pglite: PGlite, onClose: () => void = () => {}): Dialect {
-  return postgresDialect(() => new PGliteDriver(pglite, onClose));
+/**
+ * `onClose` runs once the database is closed (it releases the DATA_DIR lock). `run` executes
+ * one statement outside any transaction without Kysely's per-query connection bookkeeping
+ * (the prepared hot queries use it; see prepared.ts).
+ */
+export function pgliteDialect(pglite: PGlite, onClose: () => void = () => {}): { dialect: Dialect; run: DirectRun } {
+  const driver = new PGliteDriver(pglite, onClose);
+  return { dialect: postgresDialect(() => driver), run: (sql, parameters) => driver.run(sql, parameters) };
 }
 
 /** A FIFO mutex: callers get the lock in the order they asked for it. */
@@ -54,6 +60,14 @@ class PGliteDriver implements Driver {
   async acquireConnection(): Promise<DatabaseConnection> {
     const release = await this.#mutex.lock();
     return new PGliteConnection(this.pglite, release);
+  }
+  async run(sql: string, parameters: readonly unknown[]): Promise<{ rows: unknown[] }> {
+    const release = await this.#mutex.lock();
+    try {
+      return await this.pglite.query(sql, parameters as unknown[]);
+    } finally {
+      release();
+    }
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     const statement = beginStatement(settings);

@@ -1,27 +1,40 @@
-// A Kysely dialect over postgres.js. Plain queries go through the shared connections, where
-// postgres.js prepares and pipelines them; only a transaction reserves a connection, from
-// BEGIN to COMMIT/ROLLBACK. Connection-level failures become DatabaseUnavailable (DESIGN §7).
+// A Kysely dialect over our pool of postgres.js connections (postgres-pool.ts). Plain queries
+// go through the shared connections, where postgres.js prepares and pipelines them; only a
+// transaction reserves a connection, from BEGIN to COMMIT/ROLLBACK. Connection-level failures
+// become DatabaseUnavailable (DESIGN §7).
 import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
-import type { ReservedSql, Sql } from 'postgres';
+import { canRetry, connectionLost, type PostgresPool, type Reservation } from './postgres-pool.js';
+import type { DirectRun } from './prepared.js';
 import { DatabaseUnavailable } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
 
-export function postgresJsDialect(sql: Sql): Dialect {
-  return postgresDialect(() => new PostgresJsDriver(sql));
+export function postgresJsDialect(pool: PostgresPool): { dialect: Dialect; run: DirectRun } {
+  return {
+    dialect: postgresDialect(() => new PostgresJsDriver(pool)),
+    // One statement on the shared connections, for the prepared hot queries (prepared.ts).
+    run: (sql, parameters) =>
+      pool.query(sql, parameters).then(
+        (rows) => ({ rows }),
+        (error: unknown) => {
+          throw translate(error);
+        },
+      ),
+  };
 }
 
 const MUTATIONS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
 class PostgresJsConnection implements DatabaseConnection {
-  #reserved: ReservedSql | undefined;
+  #reserved: Reservation | undefined;
 
-  constructor(private readonly sql: Sql) {}
+  constructor(private readonly pool: PostgresPool) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const target = this.#reserved ?? this.sql;
     try {
-      const result = await target.unsafe(query.sql, query.parameters as never[], { prepare: true });
+      const result = this.#reserved === undefined
+        ? await this.pool.query(query.sql, query.parameters)
+        : await this.#onReserved(query.sql, query.parameters);
       return MUTATIONS.has(result.command)
         ? { rows: [...result] as R[], numAffectedRows: BigInt(result.count) }
         : { rows: [...result] as R[] };
@@ -31,34 +44,43 @@ class PostgresJsConnection implements DatabaseConnection {
   }
 
   async *streamQuery<R>(query: CompiledQuery, chunkSize = 100): AsyncIterableIterator<QueryResult<R>> {
-    const target = this.#reserved ?? this.sql;
+    const target = this.#reserved?.sql ?? this.pool.anyClient();
     const cursor = target.unsafe(query.sql, query.parameters as never[], { prepare: true }).cursor(chunkSize);
     for await (const rows of cursor) yield { rows: rows as R[] };
   }
 
-  async begin(settings: TransactionSettings): Promise<void> {
+  async begin(settings: TransactionSettings, retried = false): Promise<void> {
     try {
-      this.#reserved = await this.sql.reserve();
+      this.#reserved = await this.pool.reserve();
     } catch (error) {
       throw translate(error);
     }
     const statement = beginStatement(settings);
     try {
-      await this.#reserved.unsafe(statement);
+      await this.#onReserved(statement, []);
     } catch (error) {
       this.#release();
+      // A BEGIN lost with a stale connection changed nothing: once more, on a fresh one.
+      if (!retried && canRetry(statement, error)) return this.begin(settings, true);
       throw translate(error);
     }
   }
 
   async end(statement: 'commit' | 'rollback'): Promise<void> {
     try {
-      await this.#reserved?.unsafe(statement);
+      await this.#onReserved(statement, []);
     } catch (error) {
       throw translate(error);
     } finally {
       this.#release();
     }
+  }
+
+  /** A statement on the reserved connection, failing at once if that connection was lost. */
+  #onReserved(text: string, parameters: readonly unknown[]) {
+    const reserved = this.#reserved!;
+    if (reserved.isLost()) return Promise.reject(connectionLost());
+    return Promise.race([reserved.sql.unsafe(text, parameters as never[], { prepare: true }), reserved.lost]);
   }
 
   #release(): void {
@@ -68,10 +90,10 @@ class PostgresJsConnection implements DatabaseConnection {
 }
 
 class PostgresJsDriver implements Driver {
-  constructor(private readonly sql: Sql) {}
+  constructor(private readonly pool: PostgresPool) {}
   async init(): Promise<void> {}
   async acquireConnection(): Promise<DatabaseConnection> {
-    return new PostgresJsConnection(this.sql);
+    return new PostgresJsConnection(this.pool);
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     await (connection as PostgresJsConnection).begin(settings);
@@ -84,7 +106,7 @@ class PostgresJsDriver implements Driver {
   }
   async releaseConnection(): Promise<void> {}
   async destroy(): Promise<void> {
-    await this.sql.end({ timeout: 5 });
+    await this.pool.end({ timeout: 5 });
   }
 }
 

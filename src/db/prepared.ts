@@ -5,6 +5,22 @@
 import { CompiledQuery, type Compilable, type Kysely } from 'kysely';
 import type { Database, Db } from './database.js';
 
+/** Runs one statement outside any transaction, straight on the driver. */
+export type DirectRun = (sql: string, parameters: readonly unknown[]) => Promise<{ rows: unknown[] }>;
+
+const directRuns = new WeakMap<object, DirectRun>();
+
+/**
+ * Lets prepared queries on `db` itself (not on its transactions) skip Kysely's executor: a
+ * prepared query is already compiled, and acquiring and releasing a Kysely connection per
+ * statement costs several promises on every request (docs/benchmark.md). Queries inside a
+ * transaction still go through Kysely, on the transaction's connection.
+ */
+export function withDirectRun<T extends object>(db: T, run: DirectRun): T {
+  directRuns.set(db, run);
+  return db;
+}
+
 /**
  * Compiles `build(db, ...placeholders)` once. The placeholders must reach the query only as
  * bound values (where, limit…), never as SQL text, which Kysely guarantees for values.
@@ -24,6 +40,8 @@ export function prepare<R, A extends unknown[]>(arity: A['length'], build: (db: 
       };
     }
     const parameters = template.slots.map((slot) => (typeof slot === 'number' ? args[slot] : slot.value));
+    const direct = directRuns.get(db);
+    if (direct !== undefined) return (await direct(template.sql, parameters)).rows as R[];
     const result = await db.executeQuery<R>(CompiledQuery.raw(template.sql, parameters));
     return result.rows;
   };

@@ -1,0 +1,203 @@
+// A pool of single-connection postgres.js clients, dispatched here rather than by postgres.js.
+//
+// Why not one postgres.js client with `max: N`: in postgres.js 3.4, with more than one
+// connection, the queue of busy connections is shifted and pushed once per query and keeps
+// a hole per shift until it drains completely, which never happens under continuous load;
+// every busy → open move is then an indexOf over that ever-growing array, so each query costs
+// O(queries so far) and throughput decays for as long as the load lasts (porsager/postgres#747;
+// docs/benchmark.md has the profile). With `max: 1` that queue holds at most one connection
+// and drains on every query, so it stays O(1); this pool gives each connection its own client
+// and keeps the choice of connection here, in O(N) for N connections.
+//
+// Plain queries go to the least loaded connection that no transaction holds, where postgres.js
+// prepares and pipelines them. A transaction reserves a whole connection from BEGIN to
+// COMMIT/ROLLBACK; once it is chosen, no new plain query is sent there, so the reservation
+// waits only for the queries already in flight (a busy pipelined connection would otherwise
+// never drain). When every connection is held, transactions wait here in FIFO order and plain
+// queries wait in postgres.js behind the next release.
+import postgres, { type Options, type PendingQuery, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
+
+export function connectionLost(): Error {
+  return Object.assign(new Error('The connection closed during a transaction'), { code: 'CONNECTION_CLOSED' });
+}
+
+/** SQLSTATEs of a session the server ended: the statement did not run. */
+const SESSION_ENDED = new Set(['57P01', '57P02', '57P03']);
+const CONNECTION_LOST = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE']);
+
+/** A statement that failed with its connection and had no effect, or none that matters. */
+export function canRetry(text: string, error: unknown): boolean {
+  const code = (error as { code?: string } | null)?.code ?? '';
+  if (SESSION_ENDED.has(code)) return true;
+  return CONNECTION_LOST.has(code) && /^\s*(select|begin)\b/i.test(text);
+}
+
+export interface PoolClient {
+  readonly sql: Sql;
+  /** Called when this client's connection closes (the reservation holding it, if any, is lost). */
+  onClose?: (() => void) | undefined;
+  /** Plain queries sent and not yet answered. */
+  inflight: number;
+  /** A transaction holds (or is about to hold) this connection. */
+  reserved: boolean;
+}
+
+export interface Reservation {
+  readonly sql: ReservedSql;
+  /**
+   * Rejects if the connection closes while reserved (the server ended the session: an idle
+   * transaction, a restart). postgres.js leaves a reserved query pending forever then, so every
+   * reserved statement races this.
+   */
+  readonly lost: Promise<never>;
+  /** True once the connection has closed: nothing may be sent on it, nor may it be released. */
+  readonly isLost: () => boolean;
+  release(): void;
+}
+
+export class PostgresPool {
+  readonly clients: readonly PoolClient[];
+  readonly #waiting = new Fifo<(client: PoolClient) => void>();
+
+  constructor(url: string, size: number, options: Options<Record<string, postgres.PostgresType>>) {
+    if (!(size >= 1)) throw new RangeError(`pool size must be at least 1, not ${size}`);
+    this.clients = Array.from({ length: size }, () => {
+      const client: PoolClient = { sql: undefined as unknown as Sql, inflight: 0, reserved: false };
+      (client as { sql: Sql }).sql = postgres(url, {
+        ...options,
+        max: 1,
+        onclose: (id) => {
+          options.onclose?.(id);
+          client.onClose?.();
+        },
+      });
+      return client;
+    });
+  }
+
+  /**
+   * Runs one statement on the least loaded free connection (prepared, pipelined). After the
+   * server restarts, each client's old connection fails the first statement sent on it; a
+   * statement that cannot have taken effect is then sent once more, on the fresh connection:
+   * one the server refused because it ended the session (57P01-3), or a read.
+   */
+  query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
+    return this.#query(text, parameters).catch((error: unknown) => {
+      if (!canRetry(text, error)) throw error;
+      return this.#query(text, parameters);
+    });
+  }
+
+  #query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
+    const client = this.#leastLoaded() ?? this.clients[0]!;
+    client.inflight++;
+    const pending = client.sql.unsafe(text, parameters as never[], { prepare: true }) as PendingQuery<Row[]>;
+    return pending.then(
+      (rows) => {
+        client.inflight--;
+        return rows;
+      },
+      (error: unknown) => {
+        client.inflight--;
+        throw error;
+      },
+    );
+  }
+
+  /** A connection of its own until release(): for a transaction. */
+  async reserve(): Promise<Reservation> {
+    const client = this.#leastLoaded() ?? (await new Promise<PoolClient>((resolve) => this.#waiting.push(resolve)));
+    client.reserved = true;
+    let sql: ReservedSql;
+    try {
+      sql = await client.sql.reserve();
+    } catch (error) {
+      this.#handOver(client);
+      throw error;
+    }
+    let released = false;
+    let isLost = false;
+    const lost = new Promise<never>((_, reject) => {
+      client.onClose = () => {
+        isLost = true;
+        reject(connectionLost());
+      };
+    });
+    lost.catch(() => {}); // observed by whoever races it
+    return {
+      sql,
+      lost,
+      isLost: () => isLost,
+      release: () => {
+        if (released) return;
+        released = true;
+        client.onClose = undefined;
+        // postgres.js has already put a closed connection back among its closed ones (to
+        // reconnect on the next query); releasing it as well would mark it open while dead.
+        if (!isLost) sql.release();
+        this.#handOver(client);
+      },
+    };
+  }
+
+  /** The client a cursor or LISTEN may use: the least loaded one. */
+  anyClient(): Sql {
+    return (this.#leastLoaded() ?? this.clients[0]!).sql;
+  }
+
+  async end(options: { timeout?: number } = {}): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.sql.end(options)));
+  }
+
+  /** A released connection goes to the next waiting transaction, else back to plain queries. */
+  #handOver(client: PoolClient): void {
+    const next = this.#waiting.shift();
+    if (next !== undefined) next(client);
+    else client.reserved = false;
+  }
+
+  /**
+   * The free client with the fewest queries in flight; ties go to the first, so that light
+   * load keeps to few connections (as postgres.js does) and the others open only under load.
+   */
+  #leastLoaded(): PoolClient | undefined {
+    let best: PoolClient | undefined;
+    for (const client of this.clients) {
+      if (client.reserved) continue;
+      if (best === undefined || client.inflight < best.inflight) best = client;
+      if (best.inflight === 0) break;
+    }
+    return best;
+  }
+}
+
+/** A FIFO queue whose push and shift are O(1) however long it is used without draining. */
+export class Fifo<T> {
+  #items: (T | undefined)[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  /** Slots held, consumed ones included (for tests: it stays within twice the length). */
+  get capacity(): number {
+    return this.#items.length;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.#head === this.#items.length) return undefined;
+    const item = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    // Compact once the consumed prefix is half the array: amortised O(1), bounded memory.
+    if (this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+}
