@@ -1,7 +1,7 @@
 // buildApp() assembles the service and never listens (STYLE principle 7). Read top to bottom,
 // it is the table of contents: plumbing, then public paths, then each version's resources.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
@@ -10,7 +10,10 @@ import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
-import problems from './http/problems/error-handler.js';
+import { clientErrorHandler, safePath } from './http/client-errors.js';
+import problems, { sendProblem } from './http/problems/error-handler.js';
+import { plain } from './http/problems/to-problem.js';
+import timeouts from './http/timeouts.js';
 import requestContext, { genReqId } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
 import { createValidatorCompiler } from './http/validation.js';
@@ -33,11 +36,13 @@ export interface BuildAppOptions {
   db: Kysely<Database>;
   logger?: FastifyBaseLogger;
   auth?: AuthOptions;
+  /** More routes, registered after the service's own (tests; an application embedding it). */
+  plugins?: FastifyPluginAsync[];
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
 
-export async function buildApp({ config, db, logger, auth: authOptions = {} }: BuildAppOptions): Promise<FastifyInstance> {
+export async function buildApp({ config, db, logger, auth: authOptions = {}, plugins = [] }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     genReqId,
@@ -48,10 +53,20 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
     trustProxy: config.trustProxy,
     routerOptions: { maxParamLength: 200 },
     return503OnClosing: true,
+    // DESIGN §9: receiving a request and idling between requests are bounded by the server.
+    requestTimeout: config.timeouts.requestMs,
+    keepAliveTimeout: config.timeouts.keepAliveMs,
+    // Malformed URLs and requests Node cannot parse get problem documents too (DESIGN §9).
+    frameworkErrors: (error, request, reply) => {
+      sendProblem(reply, plain(400, 'The request URL is not valid.', { instance: safePath(request.url) }));
+      void error;
+    },
+    clientErrorHandler,
     // spec 9.2: /api/users/** and /api/orders/** go to the version the headers choose.
     rewriteUrl: versionRewriter(config.apiVendor),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.server.headersTimeout = Math.min(config.timeouts.headersMs, config.timeouts.requestMs);
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorate('config', config);
   app.decorate('db', db);
@@ -64,6 +79,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
   await app.register(cors, { routes });
   await app.register(auth, authOptions);
   await app.register(problems, { routes });
+  await app.register(timeouts);
   await app.register(versioning);
   await app.register(contentNegotiation);
   await app.register(openapi);
@@ -74,6 +90,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {} }: B
   await app.register(stockRoutes, { prefix: '/api/stock' });
   await app.register(v1, { prefix: '/api/v1' });
   await app.register(v2, { prefix: '/api/v2' });
+  for (const plugin of plugins) await app.register(plugin);
 
   await app.ready();
   return app;

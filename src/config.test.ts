@@ -32,7 +32,7 @@ describe('loadConfig', () => {
 
   it('selects the engine from DATABASE_URL', () => {
     expect(loadConfig({ DATABASE_URL: 'memory://' }, noFiles).database).toEqual({ kind: 'pglite', dataDir: undefined });
-    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }, noFiles).database).toEqual({ kind: 'postgres', url: 'postgresql://u@h/db', poolSize: DEFAULT_POOL_SIZE });
+    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }, noFiles).database).toEqual({ kind: 'postgres', url: 'postgresql://u@h/db', poolSize: DEFAULT_POOL_SIZE, statementTimeoutMs: 10_000, idleTransactionTimeoutMs: 30_000 });
     expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({ poolSize: 8 });
   });
 

@@ -11,6 +11,7 @@ export type NodeEnv = (typeof NODE_ENVS)[number];
 
 const Port = (description: string) => Type.Integer({ minimum: 0, maximum: 65535, description });
 const Text = (description: string) => Type.String({ minLength: 1, description });
+const Millis = () => Type.Integer({ minimum: 1, maximum: 3_600_000, description: 'milliseconds, from 1 to 3600000' });
 
 /** Every variable the service reads, with the rule a bad value breaks (used in the error line). */
 export const EnvSchema = Type.Object({
@@ -34,6 +35,11 @@ export const EnvSchema = Type.Object({
   LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { description: 'json or pretty' }),
   METRICS_PORT: Type.Optional(Port('an integer from 0 to 65535')),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, description: 'milliseconds, from 100 to 600000' }),
+  REQUEST_TIMEOUT_MS: Millis(),
+  HEADERS_TIMEOUT_MS: Millis(),
+  KEEP_ALIVE_TIMEOUT_MS: Millis(),
+  DATABASE_STATEMENT_TIMEOUT_MS: Millis(),
+  DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: Millis(),
 });
 type Env = Static<typeof EnvSchema>;
 
@@ -42,7 +48,7 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly database:
-    | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number }
+    | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number; readonly statementTimeoutMs: number; readonly idleTransactionTimeoutMs: number }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
   readonly corsAllowedOrigins: readonly string[];
@@ -61,6 +67,14 @@ export interface Config {
   readonly logFormat: 'json' | 'pretty';
   readonly metricsPort: number | undefined;
   readonly shutdownTimeoutMs: number;
+  /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
+  readonly timeouts: {
+    readonly requestMs: number;
+    readonly headersMs: number;
+    readonly keepAliveMs: number;
+    readonly statementMs: number;
+    readonly idleTransactionMs: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -106,6 +120,11 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     LOG_FORMAT: merged.LOG_FORMAT ?? 'json',
     METRICS_PORT: merged.METRICS_PORT,
     SHUTDOWN_TIMEOUT_MS: merged.SHUTDOWN_TIMEOUT_MS ?? '10000',
+    REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
+    HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
+    KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
+    DATABASE_STATEMENT_TIMEOUT_MS: merged.DATABASE_STATEMENT_TIMEOUT_MS ?? '10000',
+    DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: merged.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS ?? '30000',
   };
   for (const key of Object.keys(raw)) if (raw[key] === undefined) delete raw[key];
 
@@ -139,7 +158,13 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     host: e.HOST,
     database:
       databaseUrl !== undefined && databaseUrl !== 'memory://'
-        ? { kind: 'postgres', url: databaseUrl, poolSize: e.DATABASE_POOL_SIZE }
+        ? {
+            kind: 'postgres',
+            url: databaseUrl,
+            poolSize: e.DATABASE_POOL_SIZE,
+            statementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+            idleTransactionTimeoutMs: e.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS,
+          }
         : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
     dataDir: e.DATA_DIR,
     corsAllowedOrigins: origins,
@@ -158,6 +183,13 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     logFormat: e.LOG_FORMAT,
     metricsPort: e.METRICS_PORT,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    timeouts: {
+      requestMs: e.REQUEST_TIMEOUT_MS,
+      headersMs: e.HEADERS_TIMEOUT_MS,
+      keepAliveMs: e.KEEP_ALIVE_TIMEOUT_MS,
+      statementMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+      idleTransactionMs: e.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS,
+    },
   } satisfies Config);
 }
 

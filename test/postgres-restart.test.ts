@@ -41,7 +41,7 @@ describe.runIf(run)('a PostgreSQL restart under a running service', async () => 
     const ready = await api({ method: 'GET', url: '/api/public/health/ready' });
     const write = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() });
 
-    expect(back.statusCode).toBe(200);
+    expect(back.statusCode, back.body).toBe(200);
     expect(back.json().id).toBe(id);
     expect(ready.statusCode).toBe(200);
     expect(write.statusCode).toBe(201);

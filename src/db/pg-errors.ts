@@ -25,3 +25,22 @@ export function isConnectionError(error: unknown): boolean {
   const code = (error as PgError | null)?.code;
   return typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'));
 }
+
+// SQLSTATEs caused by a value the database cannot hold (class 22): a NUL or untranslatable
+// character, a number or date out of range, a string too long. The request's fault, never a 500.
+const DATA_EXCEPTIONS = new Set(['22001', '22003', '22008', '22021', '22P05']);
+
+export function isDataException(error: unknown): boolean {
+  const code = (error as PgError | null)?.code;
+  return typeof code === 'string' && DATA_EXCEPTIONS.has(code);
+}
+
+// A statement cancelled by statement_timeout (57014), a session ended for idling in a
+// transaction (25P03), a lock not granted in time (55P03): the database is slow, not the request
+// wrong. DESIGN §9: 503 with Retry-After.
+const TIMEOUTS = new Set(['57014', '25P03', '55P03']);
+
+export function isDatabaseTimeout(error: unknown): boolean {
+  const code = (error as PgError | null)?.code;
+  return typeof code === 'string' && TIMEOUTS.has(code);
+}

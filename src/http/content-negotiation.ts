@@ -3,6 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import Negotiator from 'negotiator';
+import { BodyTooDeep, MAX_BODY_DEPTH, UnstorableInput, mayHoldUnstorable, nestsDeeperThan, unstorableFields } from './body-guard.js';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
@@ -37,7 +38,16 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   const parse: Parameters<typeof app.addContentTypeParser<string>>[2] = (request, body, done) => {
     // An empty body is no body: the route's validation then names the missing fields.
     if (body.trim() === '') return done(null, undefined);
-    parseJson(request, body, done);
+    // DESIGN §9: too deep is refused before parsing; what cannot be stored, right after.
+    if (nestsDeeperThan(body, MAX_BODY_DEPTH)) return done(new BodyTooDeep(), undefined);
+    parseJson(request, body, (error, value) => {
+      if (error !== null) return done(error, undefined);
+      if (mayHoldUnstorable(body)) {
+        const fieldErrors = unstorableFields(value);
+        if (fieldErrors.length > 0) return done(new UnstorableInput(fieldErrors), undefined);
+      }
+      done(null, value);
+    });
   };
   app.addContentTypeParser(['application/json', 'application/merge-patch+json'], { parseAs: 'string' }, parse);
   app.addContentTypeParser(vendorJson, { parseAs: 'string' }, parse);

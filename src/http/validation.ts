@@ -2,7 +2,7 @@
 // strictly (a number is never a string: DESIGN §3), while path and query values, which
 // arrive as text, are coerced. allErrors is on so that every violated constraint is listed
 // (spec 7.3); bodies are capped at 1 MiB and arrays carry maxItems, which bounds its cost.
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 
@@ -45,5 +45,51 @@ function createAjv(options: Options): Ajv {
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const body = createAjv({ coerceTypes: false });
   const text = createAjv({ coerceTypes: 'array' });
-  return ({ schema, httpPart }) => (httpPart === 'body' ? body : text).compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+  return ({ schema, httpPart }) => finiteOnly((httpPart === 'body' ? body : text).compile(schema as object), schema as SchemaNode);
+}
+
+interface SchemaNode {
+  type?: string | string[];
+  properties?: Record<string, SchemaNode>;
+  items?: SchemaNode;
+}
+
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+/**
+ * ajv lets a non-finite number through: "1e309" in a path or query coerces to Infinity and
+ * passes `integer` and `maximum`, and 1e309 in a body parses to Infinity. Neither can be
+ * stored (DESIGN §9), so a valid value holding one is reported as a type error of its member.
+ */
+function finiteOnly(validate: Validate, schema: SchemaNode): Validate {
+  const wrapped: Validate = (data) => {
+    if (!validate(data)) {
+      wrapped.errors = validate.errors ?? null;
+      return false;
+    }
+    const found = nonFinite(data, '', schema);
+    wrapped.errors = found === undefined ? null : [found];
+    return found === undefined;
+  };
+  return wrapped;
+}
+
+function nonFinite(value: unknown, path: string, schema: SchemaNode | undefined): ErrorObject | undefined {
+  if (typeof value === 'number') {
+    if (Number.isFinite(value)) return undefined;
+    const type = [schema?.type ?? 'number'].flat().find((t) => t !== 'null') ?? 'number';
+    return { keyword: 'type', instancePath: path, schemaPath: '#/type', params: { type }, message: `must be ${type}`, data: value, parentSchema: schema ?? {} } as ErrorObject;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nonFinite(value[i], `${path}/${i}`, schema?.items);
+      if (found !== undefined) return found;
+    }
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const found = nonFinite(item, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, schema?.properties?.[key]);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }

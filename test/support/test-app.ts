@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { pino } from 'pino';
 import { afterAll } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type BuildAppOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
@@ -32,7 +32,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
   });
 }
 
-export async function buildTestApp(env: Record<string, string | undefined> = {}): Promise<TestApp> {
+export async function buildTestApp(env: Record<string, string | undefined> = {}, options: Pick<BuildAppOptions, 'plugins'> = {}): Promise<TestApp> {
   const config = testConfig(env);
   const schema = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;
   const { db } = await createDatabase(config.database, schema ? { schema } : {});
@@ -46,7 +46,7 @@ export async function buildTestApp(env: Record<string, string | undefined> = {})
     },
   });
   // A short JWKS cooldown lets the key-rotation test run in a second instead of thirty.
-  const app = await buildApp({ config, db, logger: pino({ level: 'info' }, sink), auth: { jwksCooldownMs: 1000 } });
+  const app = await buildApp({ config, db, logger: pino({ level: 'info' }, sink), auth: { jwksCooldownMs: 1000 }, ...options });
 
   afterAll(async () => {
     await app.close();

@@ -2,8 +2,10 @@
 // failures, unknown routes (404) and known routes asked with another method (405 + Allow).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { requestPath } from '../request-url.js';
+import { parse as parseQuery } from 'node:querystring';
+import { requestPath, requestQuery } from '../request-url.js';
 import type { Method, RouteTable } from '../route-table.js';
+import { INTERNAL_ERROR_DETAIL } from './problem-types.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
 
 declare module 'fastify' {
@@ -21,6 +23,39 @@ export function problemContext(request: FastifyRequest, errorTypeBase: string): 
     instance: requestPath(request),
     errorTypeBase,
     requestId: String(request.id),
+    rawValues: (part) => (part === 'params' ? rawParams(request) : rawQuery(request)),
+  };
+}
+
+/** Path parameters as sent (decoded, not coerced): the route's pattern laid over the path. */
+function rawParams(request: FastifyRequest): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  const pattern = (request.routeOptions.url ?? '').split('/');
+  const actual = request.url.split('?')[0]!.split('/');
+  pattern.forEach((segment, i) => {
+    if (!segment.startsWith(':') || actual[i] === undefined) return;
+    try {
+      out[segment.slice(1)] = decodeURIComponent(actual[i]);
+    } catch {
+      out[segment.slice(1)] = actual[i];
+    }
+  });
+  return out;
+}
+
+/** Query values as sent (the first, when a name repeats). */
+function rawQuery(request: FastifyRequest): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(parseQuery(requestQuery(request)))) out[name] = Array.isArray(value) ? value[0] : value;
+  return out;
+}
+
+/** The last resort: a problem document with nothing from the error in it. */
+function fallbackProblem(request: FastifyRequest): Problem {
+  const instance = request.url.split('?')[0]!;
+  return {
+    status: 500,
+    body: { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: INTERNAL_ERROR_DETAIL, instance, requestId: String(request.id) },
   };
 }
 
@@ -41,10 +76,21 @@ async function problems(app: FastifyInstance, { routes }: { routes: RouteTable }
     if (route.config?.routeTable !== false) routes.add(route.method, route.url);
   });
 
+  // Nothing may reach Fastify's own handler (its body is not a problem document and carries
+  // the exception's message): if rendering or logging the error fails, a fixed problem goes out.
   app.setErrorHandler((error, request, reply) => {
-    const problem = toProblem(error, problemContext(request, errorTypeBase));
-    if (problem.unexpected) request.log.error({ err: error }, 'unhandled error');
-    else if (problem.status >= 500) request.log.warn({ err: error }, 'service unavailable');
+    let problem: Problem;
+    try {
+      problem = toProblem(error, problemContext(request, errorTypeBase));
+    } catch {
+      problem = { ...fallbackProblem(request), unexpected: true };
+    }
+    try {
+      if (problem.unexpected) request.log.error({ err: error }, 'unhandled error');
+      else if (problem.status >= 500) request.log.warn({ err: error }, 'service unavailable');
+    } catch {
+      request.log.error('unhandled error (it could not be rendered or logged)');
+    }
     return sendProblem(reply, problem);
   });
 

@@ -39,10 +39,10 @@ const TYPE_MESSAGES: Record<string, string> = {
  * deduplicated and sorted by field, then message. Returns undefined when the error is about
  * the value as a whole (a body that is not an object), which is not a field's failure.
  */
-export function toFieldErrors(errors: readonly ErrorObject[]): FieldError[] | undefined {
+export function toFieldErrors(errors: readonly ErrorObject[], raw?: Record<string, string | undefined>): FieldError[] | undefined {
   const out = new Map<string, FieldError>();
   for (const error of errors) {
-    const e = toFieldError(error);
+    const e = toFieldError(error, raw);
     if (e === undefined) continue;
     if (e === 'root') return undefined;
     out.set(`${e.field}\u0000${e.message}`, e);
@@ -50,7 +50,7 @@ export function toFieldErrors(errors: readonly ErrorObject[]): FieldError[] | un
   return [...out.values()].sort((a, b) => compare(a.field, b.field) || compare(a.message, b.message));
 }
 
-function toFieldError(error: ErrorObject): FieldError | 'root' | undefined {
+function toFieldError(error: ErrorObject, raw: Record<string, string | undefined> | undefined): FieldError | 'root' | undefined {
   const schema = (error.parentSchema ?? {}) as SchemaLike;
   const path = toFieldPath(error.instancePath);
 
@@ -64,7 +64,8 @@ function toFieldError(error: ErrorObject): FieldError | 'root' | undefined {
   if (path === '' && error.keyword === 'type') return 'root';
 
   const value: unknown = error.data;
-  const rejected = schema.writeOnly ? null : show(value);
+  const sent = raw !== undefined && Object.hasOwn(raw, path) ? raw[path] : undefined;
+  const rejected = schema.writeOnly ? null : (sent ?? show(value));
   return { field: path, message: messageFor(error, schema, value), rejected };
 }
 

@@ -13,6 +13,8 @@ import {
   PreconditionFailed,
   Unauthenticated,
 } from '../../errors.js';
+import { MAX_BODY_DEPTH, UnstorableInput } from '../body-guard.js';
+import { isDataException, isDatabaseTimeout } from '../../db/pg-errors.js';
 import { toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 
@@ -45,6 +47,8 @@ export interface ProblemContext {
   instance: string;
   errorTypeBase: string;
   requestId: string;
+  /** The path or query values as the client sent them, before coercion (for `rejected`). */
+  rawValues?: (part: 'params' | 'querystring') => Record<string, string | undefined>;
 }
 
 /** Seconds a client should wait before retrying while the database is unreachable. */
@@ -56,14 +60,21 @@ const FRAMEWORK_DETAILS: Record<string, string> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'The request body is larger than 1 MiB.',
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'The request body must be sent as application/json.',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'The Content-Length header does not match the body.',
+  RESOURCE_API_BODY_TOO_DEEP: `The request body is nested deeper than ${MAX_BODY_DEPTH} levels.`,
+  FST_ERR_BAD_URL: 'The request URL is not valid.',
 };
 
 export function toProblem(error: unknown, ctx: ProblemContext): Problem {
   if (error instanceof DomainError) return fromDomainError(error, ctx);
+  if (error instanceof UnstorableInput) return validationProblem(error.fieldErrors, ctx);
+  if (isDataException(error)) return plain(400, 'The request carries a value the database cannot store.', ctx);
+  if (isDatabaseTimeout(error) || error instanceof RequestTimedOut) return serviceUnavailable('The request took too long and was stopped. Retry later.', ctx);
 
-  const e = error as { code?: string; statusCode?: number; validation?: ErrorObject[] } | null;
+  const e = error as { code?: string; statusCode?: number; validation?: ErrorObject[]; validationContext?: string } | null;
   if (e?.code === 'FST_ERR_VALIDATION' && Array.isArray(e.validation)) {
-    const fieldErrors = toFieldErrors(e.validation);
+    // Path and query values were coerced before they failed: echo them as the client sent them.
+    const raw = e.validationContext === 'params' || e.validationContext === 'querystring' ? ctx.rawValues?.(e.validationContext) : undefined;
+    const fieldErrors = toFieldErrors(e.validation, raw);
     return fieldErrors === undefined
       ? plain(400, 'The request body must be a JSON object.', ctx)
       : validationProblem(fieldErrors, ctx);
@@ -124,13 +135,17 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
     return { ...plain(403, error.message, ctx), headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` } };
   }
   if (error instanceof BusinessRuleViolation) return typed('business-rule-violation', error.message, ctx, error.extensions);
-  if (error instanceof DatabaseUnavailable) {
-    return {
-      ...plain(503, 'The service cannot reach its database. Retry later.', ctx),
-      headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
-    };
-  }
+  if (error instanceof DatabaseUnavailable) return serviceUnavailable('The service cannot reach its database. Retry later.', ctx);
   return internalError(ctx);
+}
+
+function serviceUnavailable(detail: string, ctx: ProblemContext): Problem {
+  return { ...plain(503, detail, ctx), headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } };
+}
+
+/** Raised by the request time-out (DESIGN §9): the request ran longer than REQUEST_TIMEOUT_MS. */
+export class RequestTimedOut extends Error {
+  override readonly name = 'RequestTimedOut';
 }
 
 /** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (DESIGN §7). */
