@@ -270,6 +270,9 @@ const serviceEnv = (port: number, extra: Record<string, string>) => ({
   LOG_FORMAT: 'json',
   CORS_ALLOWED_ORIGINS: ORIGIN,
   METRICS_PORT: String(port + 1000),
+  // Quotas on and counted, but never reached (DESIGN §11); the cases below compare them off.
+  RATE_LIMIT_PER_MINUTE: '1000000000',
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: '1000000000',
   ...extra,
 });
 
@@ -299,6 +302,9 @@ interface Case {
 async function ratios(): Promise<void> {
   const pg = await service('service-pg', 18083, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) });
   const lite = await service('service-pglite', 18084, { DATABASE_URL: 'memory://' });
+  // The same database, quotas off, and quotas in Redis (REDIS_URL, default the local one).
+  const unlimited = await service('service-pg-no-limits', 18086, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL), RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0' });
+  const redis = await service('service-pg-redis', 18087, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL), REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
   console.log(`seeding ${USERS} users and ${PRODUCTS} products on each engine…`);
   await seed(pg.port);
   await seed(lite.port);
@@ -311,6 +317,9 @@ async function ratios(): Promise<void> {
     { name: 'anchor: node:http + postgres.js by id', server: pgAnchor, lua: script('anchor-pg', byId('/api/v1/users/', USERS)) },
     { name: 'anchor: node:http + PGlite by id', server: liteAnchor, lua: script('anchor-pglite', byId('/api/v1/users/', USERS)) },
     { name: 'GET /api/v1/users/{id}', server: pg, lua: script('get-by-id', byId('/api/v1/users/', USERS)), anchor: 'anchor: node:http + postgres.js by id', target: 0.7 },
+    { name: 'GET /api/v1/users/{id}, in-process quotas vs off', server: pg, lua: script('get-by-id-on', byId('/api/v1/users/', USERS)), anchor: 'GET /api/v1/users/{id}, quotas off', target: 0.95 },
+    { name: 'GET /api/v1/users/{id}, quotas off', server: unlimited, lua: script('get-by-id-off', byId('/api/v1/users/', USERS)) },
+    { name: 'GET /api/v1/users/{id}, quotas in Redis', server: redis, lua: script('get-by-id-redis', byId('/api/v1/users/', USERS)), anchor: 'GET /api/v1/users/{id}, quotas off', target: 0.9 },
     { name: 'GET /api/products/{id} → 304', server: pg, lua: script('not-modified', notModified(PRODUCTS)), anchor: 'anchor: node:http + postgres.js by id', target: 0.7 },
     { name: 'GET /api/public/health/live', server: pg, lua: script('live', fixed('/api/public/health/live')), anchor: 'anchor: node:http fixed JSON', target: 0.7 },
     { name: 'POST /api/v1/orders', server: pg, lua: script('orders', orders(1)), anchor: 'GET /api/v1/users/{id}', target: 0.25 },

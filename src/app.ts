@@ -12,6 +12,7 @@ import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
 import { clientErrorHandler, safePath } from './http/client-errors.js';
 import problems, { sendProblem } from './http/problems/error-handler.js';
+import rateLimit from './http/rate-limit.js';
 import { plain } from './http/problems/to-problem.js';
 import timeouts from './http/timeouts.js';
 import requestContext, { genReqId } from './http/request-context.js';
@@ -78,6 +79,7 @@ export async function buildApp({ config, db, logger, auth: authOptions = {}, plu
   await app.register(metrics);
   await app.register(cors, { routes });
   await app.register(auth, authOptions);
+  await app.register(rateLimit);
   await app.register(problems, { routes });
   await app.register(timeouts);
   await app.register(versioning);

@@ -35,6 +35,9 @@ export const EnvSchema = Type.Object({
   LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { description: 'json or pretty' }),
   METRICS_PORT: Type.Optional(Port('an integer from 0 to 65535')),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, description: 'milliseconds, from 100 to 600000' }),
+  RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'an integer from 0 (off) to 1000000000' }),
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'an integer from 0 (off) to 1000000000' }),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'a redis:// or rediss:// URL' })),
   REQUEST_TIMEOUT_MS: Millis(),
   HEADERS_TIMEOUT_MS: Millis(),
   KEEP_ALIVE_TIMEOUT_MS: Millis(),
@@ -67,6 +70,8 @@ export interface Config {
   readonly logFormat: 'json' | 'pretty';
   readonly metricsPort: number | undefined;
   readonly shutdownTimeoutMs: number;
+  /** DESIGN §11: requests per minute per caller and per anonymous address (0: off). */
+  readonly rateLimit: { readonly perMinute: number; readonly anonymousPerMinute: number; readonly redisUrl: string | undefined };
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -120,6 +125,9 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     LOG_FORMAT: merged.LOG_FORMAT ?? 'json',
     METRICS_PORT: merged.METRICS_PORT,
     SHUTDOWN_TIMEOUT_MS: merged.SHUTDOWN_TIMEOUT_MS ?? '10000',
+    RATE_LIMIT_PER_MINUTE: merged.RATE_LIMIT_PER_MINUTE ?? '600',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: merged.RATE_LIMIT_ANONYMOUS_PER_MINUTE ?? '60',
+    REDIS_URL: merged.REDIS_URL,
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
@@ -183,6 +191,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     logFormat: e.LOG_FORMAT,
     metricsPort: e.METRICS_PORT,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    rateLimit: { perMinute: e.RATE_LIMIT_PER_MINUTE, anonymousPerMinute: e.RATE_LIMIT_ANONYMOUS_PER_MINUTE, redisUrl: e.REDIS_URL },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,
@@ -215,7 +224,7 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 function fail(name: string, schema: TSchema | undefined, value: unknown): never {
   const rule = (schema as { description?: string } | undefined)?.description ?? 'a valid value';
-  const shown = name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE' ? '(hidden)' : JSON.stringify(value);
+  const shown = (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') || name === 'REDIS_URL' ? '(hidden)' : JSON.stringify(value);
   throw new ConfigError(`Invalid configuration: ${name} must be ${rule} (got ${shown})`);
 }
 

@@ -96,3 +96,14 @@ export class PreconditionFailed extends DomainError {
     super(message);
   }
 }
+
+/** The caller used up its quota (429); `retryAfterSeconds` until the window resets. */
+export class TooManyRequests extends DomainError {
+  readonly code = 'TOO_MANY_REQUESTS';
+  constructor(
+    readonly limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(`The quota of ${limit} requests per minute is used up. Retry after ${retryAfterSeconds} seconds.`);
+  }
+}

@@ -91,7 +91,7 @@ describe('actual requests under /api/**', () => {
     expect(corsHeaders(answer)).toEqual({
       'access-control-allow-origin': 'https://app.example.com',
       'access-control-allow-credentials': 'true',
-      'access-control-expose-headers': 'X-Total-Count, Location',
+      'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After',
     });
     expect(vary(answer)).toContain('Origin');
   });
@@ -151,7 +151,7 @@ describe('/api/public/**', () => {
     const answer = await send('GET', '/api/public/health/live', { origin: 'https://anyone.example.net' });
 
     expect(answer.status).toBe(200);
-    expect(corsHeaders(answer)).toEqual({ 'access-control-allow-origin': 'https://anyone.example.net', 'access-control-expose-headers': 'X-Total-Count, Location' });
+    expect(corsHeaders(answer)).toEqual({ 'access-control-allow-origin': 'https://anyone.example.net', 'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After' });
   });
 
   it('allows a GET preflight only, with max age 3600', async () => {

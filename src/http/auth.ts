@@ -125,19 +125,25 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
 
   app.decorateRequest('principal', null as unknown as Principal);
   // Callback-style: a token seen before is answered from the cache without a promise.
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     if (request.method === 'OPTIONS' || isPublicPath(requestPath(request))) return done();
     const header = request.headers.authorization;
     const match = header === undefined ? null : BEARER.exec(header);
-    if (match === null) return done(new Unauthenticated('A Bearer access token is required.', false));
+    // A 401 counts against the address's anonymous quota (DESIGN §11): guessing tokens is slow.
+    const reject = (error: Unauthenticated) => {
+      const limit = request.server.rateLimitAnonymous;
+      if (limit === undefined) return done(error);
+      limit(request, reply, (limited) => done(limited ?? error));
+    };
+    if (match === null) return reject(new Unauthenticated('A Bearer access token is required.', false));
     const token = match[1]!;
     const cached = verifier.cached(token);
     if (cached !== undefined) return done(authorize(request, cached));
     verifier.verify(token).then(
       (principal) => done(authorize(request, principal)),
       (error: unknown) => {
-        if (error instanceof joseErrors.JWTExpired) return done(new Unauthenticated('The access token has expired.', true));
-        if (error instanceof joseErrors.JOSEError) return done(new Unauthenticated('The access token is invalid.', true));
+        if (error instanceof joseErrors.JWTExpired) return reject(new Unauthenticated('The access token has expired.', true));
+        if (error instanceof joseErrors.JOSEError) return reject(new Unauthenticated('The access token is invalid.', true));
         done(error as Error);
       },
     );

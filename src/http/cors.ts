@@ -23,7 +23,8 @@ export interface CorsPolicy {
 
 const MAX_AGE = 3600;
 const ALLOWED_HEADERS = ['Content-Type', 'Authorization'];
-const EXPOSED_HEADERS = ['X-Total-Count', 'Location'];
+// DESIGN §11: clients read their quota and when to retry.
+const EXPOSED_HEADERS = ['X-Total-Count', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After'];
 const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
 
 /** Lower-case scheme and host, default port dropped; undefined when it is not an origin. */

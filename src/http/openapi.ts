@@ -3,10 +3,35 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { ProblemSchema } from './schemas.js';
 import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
 
 interface Operation {
-  responses?: Record<string, { content?: Record<string, unknown> }>;
+  responses?: Record<string, { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }>;
+}
+
+const RATE_LIMIT_HEADERS = {
+  RateLimit: { description: 'Remaining quota and seconds until the window resets (IETF RateLimit fields), e.g. `"default";r=599;t=42`', schema: { type: 'string' } },
+  'RateLimit-Policy': { description: 'The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60`', schema: { type: 'string' } },
+};
+
+/**
+ * DESIGN §11: every operation except the health probes may answer 429 (quota used up, with
+ * Retry-After), and its answers carry the RateLimit fields.
+ */
+export function addRateLimitResponses(document: { paths?: Record<string, Record<string, Operation>> }): void {
+  for (const [path, methods] of Object.entries(document.paths ?? {})) {
+    if (path.startsWith('/api/public/health/')) continue;
+    for (const operation of Object.values(methods)) {
+      const responses = (operation.responses ??= {});
+      for (const response of Object.values(responses)) response.headers = { ...RATE_LIMIT_HEADERS, ...response.headers };
+      responses['429'] ??= {
+        description: 'Too Many Requests: the quota is used up (problem document)',
+        headers: { 'Retry-After': { description: 'Seconds until the quota resets', schema: { type: 'integer', minimum: 1 } }, ...RATE_LIMIT_HEADERS },
+        content: { 'application/problem+json': { schema: ProblemSchema } },
+      };
+    }
+  }
 }
 
 /**
@@ -57,6 +82,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
     transformObject: (documentObject) => {
       const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
       addVendorMediaTypes(document, app.config.apiVendor);
+      addRateLimitResponses(document);
       return document as never;
     },
   });

@@ -52,6 +52,7 @@ export const STATUS_TITLES: Readonly<Record<number, string>> = {
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
   428: 'Precondition Required',
+  429: 'Too Many Requests',
   431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   503: 'Service Unavailable',

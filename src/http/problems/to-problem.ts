@@ -11,6 +11,7 @@ import {
   InvalidOrderState,
   OrderAlreadyCancelled,
   PreconditionFailed,
+  TooManyRequests,
   Unauthenticated,
 } from '../../errors.js';
 import { MAX_BODY_DEPTH, UnstorableInput } from '../body-guard.js';
@@ -135,6 +136,7 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
     return { ...plain(403, error.message, ctx), headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` } };
   }
   if (error instanceof BusinessRuleViolation) return typed('business-rule-violation', error.message, ctx, error.extensions);
+  if (error instanceof TooManyRequests) return { ...plain(429, error.message, ctx), headers: { 'retry-after': String(error.retryAfterSeconds) } };
   if (error instanceof DatabaseUnavailable) return serviceUnavailable('The service cannot reach its database. Retry later.', ctx);
   return internalError(ctx);
 }
