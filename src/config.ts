@@ -86,8 +86,8 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** Few pipelined connections beat many on a small machine (see README, Benchmark). */
-export const DEFAULT_POOL_SIZE = 4;
+/** Chosen from the mixed load (90% reads, 10% orders) on 2 cores: docs/benchmark.md. */
+export const DEFAULT_POOL_SIZE = 8;
 
 type Source = Record<string, string | undefined>;
 

@@ -130,11 +130,15 @@ describe.runIf(run)('the server process', () => {
   it('writes one JSON log line per request, with its request id', async () => {
     const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
 
-    await fetch(`${server.url}/api/public/health/live`, { headers: { 'x-request-id': 'trace-me-42' } });
+    await fetch(`${server.url}/api/public/problems/conflict`, { headers: { 'x-request-id': 'trace-me-42' } });
+    await fetch(`${server.url}/api/public/health/live`, { headers: { 'x-request-id': 'probe-43' } });
+    await fetch(`${server.url}/api/public/health/ready`, { headers: { 'x-request-id': 'probe-44' } });
     await server.stop();
 
     const lines = server.logs.filter((l) => l.requestId === 'trace-me-42');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ msg: 'request completed', method: 'GET', url: '/api/public/health/live', statusCode: 200, responseTime: expect.any(Number) });
+    expect(lines[0]).toMatchObject({ msg: 'request completed', method: 'GET', url: '/api/public/problems/conflict', statusCode: 200, responseTime: expect.any(Number) });
+    // Health probes are logged at debug only: nothing at info.
+    expect(server.logs.filter((l) => l.requestId === 'probe-43' || l.requestId === 'probe-44')).toEqual([]);
   });
 });

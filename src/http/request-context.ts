@@ -5,6 +5,13 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A health probe: its request line is logged at debug, not info. */
+    probe?: boolean;
+  }
+}
+
 // A caller's id is kept only if it is short and plain, so it cannot forge log lines.
 const SAFE_ID = /^[\w.:@/+=-]{1,128}$/;
 
@@ -32,10 +39,10 @@ async function requestContext(app: FastifyInstance): Promise<void> {
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
-    request.log.info(
-      { method: request.method, url: request.originalUrl, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 },
-      'request completed',
-    );
+    const line = { method: request.method, url: request.originalUrl, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 };
+    // Health probes arrive every few seconds from every load balancer: logged at debug only.
+    if (request.routeOptions.config?.probe === true) request.log.debug(line, 'request completed');
+    else request.log.info(line, 'request completed');
     done();
   });
 }

@@ -10,10 +10,12 @@ const tags = ['health'];
 
 const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/live', {
+    config: { probe: true },
     schema: { tags, summary: 'The process is up', security: [], response: { 200: HealthSchema } },
     handler: async (_request, reply) => reply.header('cache-control', 'no-store').send({ status: 'UP' as const }),
   });
   app.get('/ready', {
+    config: { probe: true },
     schema: { tags, summary: 'The service can reach its database', security: [], response: { 200: HealthSchema, ...problemResponses(503) } },
     handler: async (_request, reply) => {
       reply.header('cache-control', 'no-store');
