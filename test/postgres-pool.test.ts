@@ -79,13 +79,13 @@ describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool 
     }
   });
 
-  it('gives every connection its own client with max: 1, and spreads queries over them', async () => {
-    const pool = new PostgresPool(url!, 3, { onnotice: () => {} });
+  it('gives every connection its own client with max: 1, packs queries into few pipelines, and spills when one is full', async () => {
+    const pool = new PostgresPool(url!, 3, { onnotice: () => {} }, { pipelineDepth: 4 });
     try {
       expect(pool.clients.map((c) => c.sql.options.max)).toEqual([1, 1, 1]);
-      const seen = new Set<number>();
-      await Promise.all(Array.from({ length: 30 }, () => pool.query('select pg_backend_pid() as pid', []).then((rows) => seen.add(rows[0]!.pid as number))));
-      expect(seen.size).toBe(3);
+      const pids = (n: number) => Promise.all(Array.from({ length: n }, () => pool.query('select pg_backend_pid() as pid', []).then((rows) => rows[0]!.pid as number)));
+      expect(new Set(await pids(4)).size).toBe(1);
+      expect(new Set(await pids(12)).size).toBe(3);
     } finally {
       await pool.end();
     }

@@ -9,8 +9,9 @@
 // and drains on every query, so it stays O(1); this pool gives each connection its own client
 // and keeps the choice of connection here, in O(N) for N connections.
 //
-// Plain queries go to the least loaded connection that no transaction holds, where postgres.js
-// prepares and pipelines them. A transaction reserves a whole connection from BEGIN to
+// Plain queries go to the first connection that no transaction holds and that has room in its
+// pipeline (32 in flight), where postgres.js prepares and pipelines them: concurrent reads
+// share few connections and few writes, and the others stay free for transactions. A transaction reserves a whole connection from BEGIN to
 // COMMIT/ROLLBACK; once it is chosen, no new plain query is sent there, so the reservation
 // waits only for the queries already in flight (a busy pipelined connection would otherwise
 // never drain). When every connection is held, transactions wait here in FIFO order and plain
@@ -59,8 +60,12 @@ export class PostgresPool {
   readonly clients: readonly PoolClient[];
   readonly #waiting = new Fifo<(client: PoolClient) => void>();
 
-  constructor(url: string, size: number, options: Options<Record<string, postgres.PostgresType>>) {
+  readonly #pipelineDepth: number;
+
+  /** `pipelineDepth`: plain queries in flight on one connection before the next one is used. */
+  constructor(url: string, size: number, options: Options<Record<string, postgres.PostgresType>>, { pipelineDepth = 32 }: { pipelineDepth?: number } = {}) {
     if (!(size >= 1)) throw new RangeError(`pool size must be at least 1, not ${size}`);
+    this.#pipelineDepth = pipelineDepth;
     this.clients = Array.from({ length: size }, () => {
       const client: PoolClient = { sql: undefined as unknown as Sql, inflight: 0, reserved: false };
       (client as { sql: Sql }).sql = postgres(url, {
@@ -89,7 +94,7 @@ export class PostgresPool {
   }
 
   #query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
-    const client = this.#leastLoaded() ?? this.clients[0]!;
+    const client = this.#forQuery() ?? this.clients[0]!;
     client.inflight++;
     const pending = client.sql.unsafe(text, parameters as never[], { prepare: true }) as PendingQuery<Row[]>;
     return pending.then(
@@ -157,9 +162,21 @@ export class PostgresPool {
   }
 
   /**
-   * The free client with the fewest queries in flight; ties go to the first, so that light
-   * load keeps to few connections (as postgres.js does) and the others open only under load.
+   * The client for a plain query: the first free one with room in its pipeline, so that
+   * concurrent queries share few connections and travel in few writes; past `pipelineDepth`
+   * queries in flight on every free connection, the least loaded one.
    */
+  #forQuery(): PoolClient | undefined {
+    let best: PoolClient | undefined;
+    for (const client of this.clients) {
+      if (client.reserved) continue;
+      if (client.inflight < this.#pipelineDepth) return client;
+      if (best === undefined || client.inflight < best.inflight) best = client;
+    }
+    return best;
+  }
+
+  /** The client for a transaction: the least loaded free one (ideally idle, so it starts at once). */
   #leastLoaded(): PoolClient | undefined {
     let best: PoolClient | undefined;
     for (const client of this.clients) {
