@@ -58,9 +58,8 @@ export async function buildApp({ config, db, logger, auth: authOptions = {}, plu
     requestTimeout: config.timeouts.requestMs,
     keepAliveTimeout: config.timeouts.keepAliveMs,
     // Malformed URLs and requests Node cannot parse get problem documents too (DESIGN §9).
-    frameworkErrors: (error, request, reply) => {
+    frameworkErrors: (_error, request, reply) => {
       sendProblem(reply, plain(400, 'The request URL is not valid.', { instance: safePath(request.url) }));
-      void error;
     },
     clientErrorHandler,
     // spec 9.2: /api/users/** and /api/orders/** go to the version the headers choose.

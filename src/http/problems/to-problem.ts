@@ -62,7 +62,6 @@ const FRAMEWORK_DETAILS: Record<string, string> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'The request body must be sent as application/json.',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'The Content-Length header does not match the body.',
   RESOURCE_API_BODY_TOO_DEEP: `The request body is nested deeper than ${MAX_BODY_DEPTH} levels.`,
-  FST_ERR_BAD_URL: 'The request URL is not valid.',
 };
 
 export function toProblem(error: unknown, ctx: ProblemContext): Problem {
