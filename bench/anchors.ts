@@ -21,7 +21,12 @@ function send(res: ServerResponse, r: UserRow | undefined): void {
     res.writeHead(404).end();
     return;
   }
-  const body = JSON.stringify({ id: Number(r.id), name: r.name, email: r.email, createdAt: r.created_at.toISOString() });
+  const body = JSON.stringify({
+    id: Number(r.id),
+    name: r.name,
+    email: r.email,
+    createdAt: r.created_at.toISOString(),
+  });
   res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
@@ -30,9 +35,17 @@ const idOf = (url: string) => Number(url.slice(url.lastIndexOf('/') + 1));
 const ready = () => console.log('ready');
 
 if (kind === 'http') {
-  const body = JSON.stringify({ id: 1, name: 'Ada Lovelace', email: 'ada@example.com', createdAt: '2026-11-21T22:34:23.123Z' });
+  const body = JSON.stringify({
+    id: 1,
+    name: 'Ada Lovelace',
+    email: 'ada@example.com',
+    createdAt: '2026-11-21T22:34:23.123Z',
+  });
   createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
   }).listen(port, '127.0.0.1', ready);
 } else if (kind === 'pg') {

@@ -18,11 +18,23 @@ async function measure(label: string, verifier: TokenVerifier, token: string): P
 }
 
 const secret = 'benchmark-secret-benchmark-secret-benchmark';
-const hs = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('1').setExpirationTime(exp).sign(new TextEncoder().encode(secret));
+const hs = await new SignJWT(claims)
+  .setProtectedHeader({ alg: 'HS256' })
+  .setSubject('1')
+  .setExpirationTime(exp)
+  .sign(new TextEncoder().encode(secret));
 const rsa = await generateKeyPair('RS256', { extractable: true });
-const rs = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256' }).setSubject('1').setExpirationTime(exp).sign(rsa.privateKey);
+const rs = await new SignJWT(claims)
+  .setProtectedHeader({ alg: 'RS256' })
+  .setSubject('1')
+  .setExpirationTime(exp)
+  .sign(rsa.privateKey);
 const ec = await generateKeyPair('ES256', { extractable: true });
-const es = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256' }).setSubject('1').setExpirationTime(exp).sign(ec.privateKey);
+const es = await new SignJWT(claims)
+  .setProtectedHeader({ alg: 'ES256' })
+  .setSubject('1')
+  .setExpirationTime(exp)
+  .sign(ec.privateKey);
 
 console.log(`${ITERATIONS} verifications of one token each, Node ${process.version}\n`);
 for (const [alg, jwt, token] of [

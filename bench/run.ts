@@ -39,7 +39,9 @@ const USERS = 1000;
 const PRODUCTS = 100;
 const SECRET = 'benchmark-secret-benchmark-secret-benchmark';
 const ORIGIN = 'https://app.example.com';
-const TOKEN = await new SignJWT({ scope: 'admin users:read users:write orders:read orders:write products:read products:write' })
+const TOKEN = await new SignJWT({
+  scope: 'admin users:read users:write orders:read orders:write products:read products:write',
+})
   .setProtectedHeader({ alg: 'HS256' })
   .setSubject('1')
   .setExpirationTime('4h')
@@ -68,9 +70,17 @@ async function startServer(name: string, port: number, script: string[], env: Re
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');
   const [command, ...rest] = pin(SERVER_CORE, [process.execPath, ...script]);
-  const child = spawn(command!, rest, { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', fd, fd] });
+  const child = spawn(command!, rest, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', fd, fd],
+  });
   children.push(child);
-  const exited = new Promise<never>((_, reject) => child.on('exit', (code) => reject(new Error(`${name} exited with ${code}: ${readFileSync(log, 'utf8').slice(-2000)}`))));
+  const exited = new Promise<never>((_, reject) =>
+    child.on('exit', (code) =>
+      reject(new Error(`${name} exited with ${code}: ${readFileSync(log, 'utf8').slice(-2000)}`)),
+    ),
+  );
   for (let i = 0; i < 600; i++) {
     const text = readFileSync(log, 'utf8');
     if (/resource-api ready|^ready$/m.test(text)) return { name, port, pid: child.pid!, child };
@@ -105,7 +115,8 @@ function postgresTicks(): Map<number, number> {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') out.set(Number(entry), cpuTicks(Number(entry)));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres')
+        out.set(Number(entry), cpuTicks(Number(entry)));
     } catch {
       // gone
     }
@@ -127,7 +138,9 @@ function ensureWrk(): void {
     // wrk --version exits 1 after printing; only a missing binary throws ENOENT.
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return;
     console.log('installing wrk (Debian package)…');
-    execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'], { stdio: 'inherit' });
+    execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'], {
+      stdio: 'inherit',
+    });
   }
 }
 
@@ -195,8 +208,19 @@ function wrk(server: Server, lua: string, seconds: number): Promise<Measurement>
   return new Promise((resolve, reject) => {
     const before = { server: cpuTicks(server.pid), pg: postgresTicks() };
     const [command, ...rest] = pin(LOAD_CORE, [
-      'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', lua,
-      '-H', `Authorization: Bearer ${TOKEN}`, '-H', `Origin: ${ORIGIN}`, `http://127.0.0.1:${server.port}`,
+      'wrk',
+      '-t1',
+      `-c${CONNECTIONS}`,
+      `-d${seconds}s`,
+      '--timeout',
+      '10s',
+      '-s',
+      lua,
+      '-H',
+      `Authorization: Bearer ${TOKEN}`,
+      '-H',
+      `Origin: ${ORIGIN}`,
+      `http://127.0.0.1:${server.port}`,
     ]);
     const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -204,8 +228,16 @@ function wrk(server: Server, lua: string, seconds: number): Promise<Measurement>
     child.on('exit', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('{'));
       if (code !== 0 || line === undefined) return reject(new Error(`wrk exited with ${code}: ${out}`));
-      const r = JSON.parse(line) as { requests: number; us: number; errors: number; status: number; p50: number; p99: number };
-      if (r.errors > 0 || r.status > 0) return reject(new Error(`${server.name}: ${r.errors} socket errors, ${r.status} responses not 2xx/3xx`));
+      const r = JSON.parse(line) as {
+        requests: number;
+        us: number;
+        errors: number;
+        status: number;
+        p50: number;
+        p99: number;
+      };
+      if (r.errors > 0 || r.status > 0)
+        return reject(new Error(`${server.name}: ${r.errors} socket errors, ${r.status} responses not 2xx/3xx`));
       const after = postgresTicks();
       let pgTicks = 0;
       for (const [pid, ticks] of after) pgTicks += ticks - (before.pg.get(pid) ?? 0);
@@ -237,7 +269,10 @@ async function recreateDatabase(): Promise<void> {
 async function call(port: number, method: string, path: string, body?: unknown): Promise<void> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`);
@@ -249,12 +284,21 @@ async function seed(port: number): Promise<void> {
   for (let i = 0; i < USERS; i += 25) {
     await Promise.all(
       Array.from({ length: Math.min(25, USERS - i) }, (_, j) =>
-        call(port, 'POST', '/api/v1/users', { name: `Seed ${i + j}`, email: `seed${i + j}@example.com`, password: 'benchmark-password' }),
+        call(port, 'POST', '/api/v1/users', {
+          name: `Seed ${i + j}`,
+          email: `seed${i + j}@example.com`,
+          password: 'benchmark-password',
+        }),
       ),
     );
   }
   for (let i = 1; i <= PRODUCTS; i++) {
-    await call(port, 'POST', '/api/products', { sku: `SKU-${i}`, name: `Product ${i}`, description: 'Benchmark product', price: 9.99 });
+    await call(port, 'POST', '/api/products', {
+      sku: `SKU-${i}`,
+      name: `Product ${i}`,
+      description: 'Benchmark product',
+      price: 9.99,
+    });
     await call(port, 'PUT', `/api/stock/${i}`, { available: 2_000_000_000 });
   }
 }
@@ -276,12 +320,25 @@ const serviceEnv = (port: number, extra: Record<string, string>) => ({
   ...extra,
 });
 
-const service = (name: string, port: number, extra: Record<string, string>) => startServer(name, port, ['--enable-source-maps', 'dist/src/server.js'], serviceEnv(port, extra));
-const anchor = (name: string, port: number, ...anchorArgs: string[]) => startServer(name, port, ['--import', 'tsx', 'bench/anchors.ts', ...anchorArgs.slice(0, 1), String(port), ...anchorArgs.slice(1)], {});
+const service = (name: string, port: number, extra: Record<string, string>) =>
+  startServer(name, port, ['--enable-source-maps', 'dist/src/server.js'], serviceEnv(port, extra));
+const anchor = (name: string, port: number, ...anchorArgs: string[]) =>
+  startServer(
+    name,
+    port,
+    ['--import', 'tsx', 'bench/anchors.ts', ...anchorArgs.slice(0, 1), String(port), ...anchorArgs.slice(1)],
+    {},
+  );
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r, ri) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ') + (ri === 0 ? `\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : '')).join('\n');
+  return rows
+    .map(
+      (r, ri) =>
+        r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ') +
+        (ri === 0 ? `\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : ''),
+    )
+    .join('\n');
 }
 
 const f0 = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -303,8 +360,17 @@ async function ratios(): Promise<void> {
   const pg = await service('service-pg', 18083, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) });
   const lite = await service('service-pglite', 18084, { DATABASE_URL: 'memory://' });
   // The same database, quotas off, and quotas in Redis (REDIS_URL, default the local one).
-  const unlimited = await service('service-pg-no-limits', 18086, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL), RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0' });
-  const redis = await service('service-pg-redis', 18087, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL), REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+  const unlimited = await service('service-pg-no-limits', 18086, {
+    DATABASE_URL: DB_URL,
+    DATABASE_POOL_SIZE: String(POOL),
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0',
+  });
+  const redis = await service('service-pg-redis', 18087, {
+    DATABASE_URL: DB_URL,
+    DATABASE_POOL_SIZE: String(POOL),
+    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  });
   console.log(`seeding ${USERS} users and ${PRODUCTS} products on each engine…`);
   await seed(pg.port);
   await seed(lite.port);
@@ -314,16 +380,70 @@ async function ratios(): Promise<void> {
 
   const cases: Case[] = [
     { name: 'anchor: node:http fixed JSON', server: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
-    { name: 'anchor: node:http + postgres.js by id', server: pgAnchor, lua: script('anchor-pg', byId('/api/v1/users/', USERS)) },
-    { name: 'anchor: node:http + PGlite by id', server: liteAnchor, lua: script('anchor-pglite', byId('/api/v1/users/', USERS)) },
-    { name: 'GET /api/v1/users/{id}', server: pg, lua: script('get-by-id', byId('/api/v1/users/', USERS)), anchor: 'anchor: node:http + postgres.js by id', target: 0.7 },
-    { name: 'GET /api/v1/users/{id}, in-process quotas vs off', server: pg, lua: script('get-by-id-on', byId('/api/v1/users/', USERS)), anchor: 'GET /api/v1/users/{id}, quotas off', target: 0.95 },
-    { name: 'GET /api/v1/users/{id}, quotas off', server: unlimited, lua: script('get-by-id-off', byId('/api/v1/users/', USERS)) },
-    { name: 'GET /api/v1/users/{id}, quotas in Redis', server: redis, lua: script('get-by-id-redis', byId('/api/v1/users/', USERS)), anchor: 'GET /api/v1/users/{id}, quotas off', target: 0.9 },
-    { name: 'GET /api/products/{id} → 304', server: pg, lua: script('not-modified', notModified(PRODUCTS)), anchor: 'anchor: node:http + postgres.js by id', target: 0.7 },
-    { name: 'GET /api/public/health/live', server: pg, lua: script('live', fixed('/api/public/health/live')), anchor: 'anchor: node:http fixed JSON', target: 0.7 },
-    { name: 'POST /api/v1/orders', server: pg, lua: script('orders', orders(1)), anchor: 'GET /api/v1/users/{id}', target: 0.25 },
-    { name: 'PGlite GET /api/v1/users/{id}', server: lite, lua: script('pglite-by-id', byId('/api/v1/users/', USERS)), anchor: 'anchor: node:http + PGlite by id', target: 0.8 },
+    {
+      name: 'anchor: node:http + postgres.js by id',
+      server: pgAnchor,
+      lua: script('anchor-pg', byId('/api/v1/users/', USERS)),
+    },
+    {
+      name: 'anchor: node:http + PGlite by id',
+      server: liteAnchor,
+      lua: script('anchor-pglite', byId('/api/v1/users/', USERS)),
+    },
+    {
+      name: 'GET /api/v1/users/{id}',
+      server: pg,
+      lua: script('get-by-id', byId('/api/v1/users/', USERS)),
+      anchor: 'anchor: node:http + postgres.js by id',
+      target: 0.7,
+    },
+    {
+      name: 'GET /api/v1/users/{id}, in-process quotas vs off',
+      server: pg,
+      lua: script('get-by-id-on', byId('/api/v1/users/', USERS)),
+      anchor: 'GET /api/v1/users/{id}, quotas off',
+      target: 0.95,
+    },
+    {
+      name: 'GET /api/v1/users/{id}, quotas off',
+      server: unlimited,
+      lua: script('get-by-id-off', byId('/api/v1/users/', USERS)),
+    },
+    {
+      name: 'GET /api/v1/users/{id}, quotas in Redis',
+      server: redis,
+      lua: script('get-by-id-redis', byId('/api/v1/users/', USERS)),
+      anchor: 'GET /api/v1/users/{id}, quotas off',
+      target: 0.9,
+    },
+    {
+      name: 'GET /api/products/{id} → 304',
+      server: pg,
+      lua: script('not-modified', notModified(PRODUCTS)),
+      anchor: 'anchor: node:http + postgres.js by id',
+      target: 0.7,
+    },
+    {
+      name: 'GET /api/public/health/live',
+      server: pg,
+      lua: script('live', fixed('/api/public/health/live')),
+      anchor: 'anchor: node:http fixed JSON',
+      target: 0.7,
+    },
+    {
+      name: 'POST /api/v1/orders',
+      server: pg,
+      lua: script('orders', orders(1)),
+      anchor: 'GET /api/v1/users/{id}',
+      target: 0.25,
+    },
+    {
+      name: 'PGlite GET /api/v1/users/{id}',
+      server: lite,
+      lua: script('pglite-by-id', byId('/api/v1/users/', USERS)),
+      anchor: 'anchor: node:http + PGlite by id',
+      target: 0.8,
+    },
   ].filter((c) => c.anchor === undefined || ONLY === undefined || ONLY.test(c.name));
 
   const results = new Map<string, Measurement[]>();
@@ -331,7 +451,9 @@ async function ratios(): Promise<void> {
     for (const c of cases) {
       const m = await wrk(c.server, c.lua, DURATION);
       results.set(c.name, [...(results.get(c.name) ?? []), m]);
-      console.log(`round ${round}/${ROUNDS}  ${c.name}: ${f0(m.rps)} req/s, p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request`);
+      console.log(
+        `round ${round}/${ROUNDS}  ${c.name}: ${f0(m.rps)} req/s, p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request`,
+      );
     }
   }
 
@@ -339,10 +461,18 @@ async function ratios(): Promise<void> {
   const summary = new Map(
     [...results].map(([name, ms]) => [
       name,
-      { rps: median(ms.map((m) => m.rps)), p50: median(ms.map((m) => m.p50)), p99: median(ms.map((m) => m.p99)), serverUs: median(ms.map((m) => m.serverUs)), postgresUs: median(ms.map((m) => m.postgresUs)) },
+      {
+        rps: median(ms.map((m) => m.rps)),
+        p50: median(ms.map((m) => m.p50)),
+        p99: median(ms.map((m) => m.p99)),
+        serverUs: median(ms.map((m) => m.serverUs)),
+        postgresUs: median(ms.map((m) => m.postgresUs)),
+      },
     ]),
   );
-  const rows = [['case', 'req/s', 'p50 ms', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'ratio', 'target', 'p99 ≤ 2× anchor']];
+  const rows = [
+    ['case', 'req/s', 'p50 ms', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'ratio', 'target', 'p99 ≤ 2× anchor'],
+  ];
   let failed = 0;
   for (const c of cases) {
     const s = summary.get(c.name)!;
@@ -352,9 +482,21 @@ async function ratios(): Promise<void> {
     // POST is compared with GET for throughput only; its latency is a write's.
     const p99ok = a === undefined || c.target === 0.25 ? '' : s.p99 <= 2 * a.p99 ? 'yes' : 'NO';
     if (!ok || p99ok === 'NO') failed++;
-    rows.push([c.name, f0(s.rps), f2(s.p50), f2(s.p99), f0(s.serverUs), f0(s.postgresUs), ratio === undefined ? '' : `${f2(ratio)}×`, c.target === undefined ? '' : `≥ ${c.target}× ${ok ? 'yes' : 'NO'}`, p99ok]);
+    rows.push([
+      c.name,
+      f0(s.rps),
+      f2(s.p50),
+      f2(s.p99),
+      f0(s.serverUs),
+      f0(s.postgresUs),
+      ratio === undefined ? '' : `${f2(ratio)}×`,
+      c.target === undefined ? '' : `≥ ${c.target}× ${ok ? 'yes' : 'NO'}`,
+      p99ok,
+    ]);
   }
-  console.log(`\nwrk: ${CONNECTIONS} connections on core ${LOAD_CORE}; servers on core ${SERVER_CORE}; ${DURATION} s × ${ROUNDS} interleaved rounds (medians); pool ${POOL}; Node ${process.version}; production features on (token check, CORS, info logging to a file, metrics)\n`);
+  console.log(
+    `\nwrk: ${CONNECTIONS} connections on core ${LOAD_CORE}; servers on core ${SERVER_CORE}; ${DURATION} s × ${ROUNDS} interleaved rounds (medians); pool ${POOL}; Node ${process.version}; production features on (token check, CORS, info logging to a file, metrics)\n`,
+  );
   console.log(table(rows));
   console.log(failed === 0 ? '\nevery ratio meets its target' : `\n${failed} case(s) miss their target`);
 }
@@ -388,7 +530,8 @@ async function soak(): Promise<void> {
     const n = slices.length;
     const mt = (n - 1) / 2;
     const mr = mean(slices);
-    const slope = slices.reduce((a, x, i) => a + (i - mt) * (x.rps - mr), 0) / slices.reduce((a, _x, i) => a + (i - mt) ** 2, 0);
+    const slope =
+      slices.reduce((a, x, i) => a + (i - mt) * (x.rps - mr), 0) / slices.reduce((a, _x, i) => a + (i - mt) ** 2, 0);
     const trend = (mr + slope * (n - 1 - mt)) / (mr - slope * mt);
     const rssGrowth = slices.at(-1)!.rss / slices[0]!.rss;
     const ok = trend >= 0.95 && rssGrowth <= 1.2;

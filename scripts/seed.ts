@@ -16,10 +16,17 @@ try {
   const { config } = await withDevelopmentSecret(loadConfig(process.env));
   if (config.jwt.secret === undefined) throw new ConfigError('npm run seed signs its token with JWT_SECRET');
   const base = (process.env.SEED_URL ?? config.baseUrl).replace(/\/+$/, '');
-  let jwt = new SignJWT({ scope: 'admin products:read products:write' }).setProtectedHeader({ alg: 'HS256' }).setSubject('seed').setIssuedAt().setExpirationTime('5m');
+  let jwt = new SignJWT({ scope: 'admin products:read products:write' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('seed')
+    .setIssuedAt()
+    .setExpirationTime('5m');
   if (config.jwt.issuer) jwt = jwt.setIssuer(config.jwt.issuer);
   if (config.jwt.audience) jwt = jwt.setAudience(config.jwt.audience);
-  const headers = { authorization: `Bearer ${await jwt.sign(new TextEncoder().encode(config.jwt.secret))}`, 'content-type': 'application/json' };
+  const headers = {
+    authorization: `Bearer ${await jwt.sign(new TextEncoder().encode(config.jwt.secret))}`,
+    'content-type': 'application/json',
+  };
 
   for (const { available, ...product } of DEMO) {
     const created = await fetch(`${base}/api/products`, { method: 'POST', headers, body: JSON.stringify(product) });
@@ -27,14 +34,25 @@ try {
       console.log(`${product.sku}: already there`);
       continue;
     }
-    if (created.status !== 201) throw new Error(`POST /api/products answered ${created.status}: ${await created.text()}`);
+    if (created.status !== 201)
+      throw new Error(`POST /api/products answered ${created.status}: ${await created.text()}`);
     const { id } = (await created.json()) as { id: number };
-    const stock = await fetch(`${base}/api/stock/${id}`, { method: 'PUT', headers, body: JSON.stringify({ available }) });
+    const stock = await fetch(`${base}/api/stock/${id}`, {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ available }),
+    });
     if (stock.status !== 200) throw new Error(`PUT /api/stock/${id} answered ${stock.status}: ${await stock.text()}`);
     console.log(`${product.sku}: product ${id}, ${available} in stock, ${product.price}`);
   }
 } catch (error) {
   const cause = (error as { cause?: { code?: string } }).cause?.code;
-  console.error(cause === 'ECONNREFUSED' ? 'npm run seed talks to the running service: start it first (npm start)' : error instanceof Error ? error.message : error);
+  console.error(
+    cause === 'ECONNREFUSED'
+      ? 'npm run seed talks to the running service: start it first (npm start)'
+      : error instanceof Error
+        ? error.message
+        : error,
+  );
   process.exit(1);
 }

@@ -16,8 +16,14 @@ function newest(path) {
 }
 
 const built = newest(stamp);
-const sources = Math.max(...['src', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json'].map((p) => newest(join(root, p))));
+const sources = Math.max(
+  ...['src', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json'].map((p) => newest(join(root, p))),
+);
 if (built === 0 || sources > built) {
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')],
+    { stdio: 'inherit' },
+  );
 }
 await import(pathToFileURL(join(root, 'dist', 'src', 'server.js')).href);

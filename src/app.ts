@@ -43,7 +43,13 @@ export interface BuildAppOptions {
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
 
-export async function buildApp({ config, db, logger, auth: authOptions = {}, plugins = [] }: BuildAppOptions): Promise<FastifyInstance> {
+export async function buildApp({
+  config,
+  db,
+  logger,
+  auth: authOptions = {},
+  plugins = [],
+}: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     genReqId,

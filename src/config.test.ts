@@ -27,17 +27,31 @@ describe('loadConfig', () => {
 
   it('derives BASE_URL from PORT and ERROR_TYPE_BASE from BASE_URL', () => {
     expect(loadConfig({ PORT: '9000' }, noFiles).errorTypeBase).toBe('http://localhost:9000/api/public/problems');
-    expect(loadConfig({ BASE_URL: 'https://api.example.com/' }, noFiles).errorTypeBase).toBe('https://api.example.com/api/public/problems');
+    expect(loadConfig({ BASE_URL: 'https://api.example.com/' }, noFiles).errorTypeBase).toBe(
+      'https://api.example.com/api/public/problems',
+    );
   });
 
   it('selects the engine from DATABASE_URL', () => {
     expect(loadConfig({ DATABASE_URL: 'memory://' }, noFiles).database).toEqual({ kind: 'pglite', dataDir: undefined });
-    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }, noFiles).database).toEqual({ kind: 'postgres', url: 'postgresql://u@h/db', poolSize: DEFAULT_POOL_SIZE, statementTimeoutMs: 10_000, idleTransactionTimeoutMs: 30_000 });
-    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({ poolSize: 8 });
+    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }, noFiles).database).toEqual({
+      kind: 'postgres',
+      url: 'postgresql://u@h/db',
+      poolSize: DEFAULT_POOL_SIZE,
+      statementTimeoutMs: 10_000,
+      idleTransactionTimeoutMs: 30_000,
+    });
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({
+      poolSize: 8,
+    });
   });
 
   it('lets an environment variable win over the file for its NODE_ENV', () => {
-    const files = { ...noFiles, production: { LOG_FORMAT: 'json', LOG_LEVEL: 'warn' }, development: { LOG_FORMAT: 'pretty' } };
+    const files = {
+      ...noFiles,
+      production: { LOG_FORMAT: 'json', LOG_LEVEL: 'warn' },
+      development: { LOG_FORMAT: 'pretty' },
+    };
 
     const config = loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), LOG_LEVEL: 'debug' }, files);
 
@@ -47,32 +61,62 @@ describe('loadConfig', () => {
   });
 
   it('splits CORS_ALLOWED_ORIGINS and refuses a lone *', () => {
-    expect(loadConfig({ CORS_ALLOWED_ORIGINS: 'https://a.example.com, https://*.example.org' }, noFiles).corsAllowedOrigins).toEqual(['https://a.example.com', 'https://*.example.org']);
-    expect(() => loadConfig({ CORS_ALLOWED_ORIGINS: '*' }, noFiles)).toThrow(/CORS_ALLOWED_ORIGINS.*lone "\*" is refused/);
-    expect(() => loadConfig({ CORS_ALLOWED_ORIGINS: 'example.com' }, noFiles)).toThrow(/CORS_ALLOWED_ORIGINS entry "example.com"/);
+    expect(
+      loadConfig({ CORS_ALLOWED_ORIGINS: 'https://a.example.com, https://*.example.org' }, noFiles).corsAllowedOrigins,
+    ).toEqual(['https://a.example.com', 'https://*.example.org']);
+    expect(() => loadConfig({ CORS_ALLOWED_ORIGINS: '*' }, noFiles)).toThrow(
+      /CORS_ALLOWED_ORIGINS.*lone "\*" is refused/,
+    );
+    expect(() => loadConfig({ CORS_ALLOWED_ORIGINS: 'example.com' }, noFiles)).toThrow(
+      /CORS_ALLOWED_ORIGINS entry "example.com"/,
+    );
   });
 
   it('refuses to start in production without a key', () => {
-    expect(() => loadConfig({ NODE_ENV: 'production' }, noFiles)).toThrow(new ConfigError('Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production'));
+    expect(() => loadConfig({ NODE_ENV: 'production' }, noFiles)).toThrow(
+      new ConfigError(
+        'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
+      ),
+    );
     expect(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }, noFiles).jwt.secret).toBe('s'.repeat(32));
   });
 
   it.each([
     [{ PORT: 'eighty' }, 'Invalid configuration: PORT must be an integer from 0 to 65535 (got "eighty")'],
     [{ PORT: '70000' }, 'Invalid configuration: PORT must be an integer from 0 to 65535 (got "70000")'],
-    [{ NODE_ENV: 'staging' }, 'Invalid configuration: NODE_ENV must be one of development, test, production (got "staging")'],
-    [{ DATABASE_URL: 'mysql://x' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL, or memory:// (got "mysql://x")'],
-    [{ DATABASE_POOL_SIZE: '0' }, 'Invalid configuration: DATABASE_POOL_SIZE must be an integer from 1 to 100 (got "0")'],
+    [
+      { NODE_ENV: 'staging' },
+      'Invalid configuration: NODE_ENV must be one of development, test, production (got "staging")',
+    ],
+    [
+      { DATABASE_URL: 'mysql://x' },
+      'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL, or memory:// (got "mysql://x")',
+    ],
+    [
+      { DATABASE_POOL_SIZE: '0' },
+      'Invalid configuration: DATABASE_POOL_SIZE must be an integer from 1 to 100 (got "0")',
+    ],
     [{ TRUST_PROXY: 'yes' }, 'Invalid configuration: TRUST_PROXY must be true or false (got "yes")'],
-    [{ LOG_LEVEL: 'loud' }, 'Invalid configuration: LOG_LEVEL must be a pino level (fatal, error, warn, info, debug, trace, silent) (got "loud")'],
-    [{ JWT_SECRET: 'short' }, 'Invalid configuration: JWT_SECRET must be a secret of at least 32 characters (got (hidden))'],
-    [{ BASE_URL: 'localhost:8080' }, 'Invalid configuration: BASE_URL must be an absolute http(s) URL (got "localhost:8080")'],
+    [
+      { LOG_LEVEL: 'loud' },
+      'Invalid configuration: LOG_LEVEL must be a pino level (fatal, error, warn, info, debug, trace, silent) (got "loud")',
+    ],
+    [
+      { JWT_SECRET: 'short' },
+      'Invalid configuration: JWT_SECRET must be a secret of at least 32 characters (got (hidden))',
+    ],
+    [
+      { BASE_URL: 'localhost:8080' },
+      'Invalid configuration: BASE_URL must be an absolute http(s) URL (got "localhost:8080")',
+    ],
   ])('stops with one line naming the variable for %j', (env, message) => {
     expect(() => loadConfig(env, noFiles)).toThrow(new ConfigError(message));
     expect(message).not.toContain('\n');
   });
 
   it('refuses more than one JWT key source', () => {
-    expect(() => loadConfig({ JWT_SECRET: 'x'.repeat(32), JWT_JWKS_URL: 'https://idp.example.com/jwks' }, noFiles)).toThrow(/exclusive/);
+    expect(() =>
+      loadConfig({ JWT_SECRET: 'x'.repeat(32), JWT_JWKS_URL: 'https://idp.example.com/jwks' }, noFiles),
+    ).toThrow(/exclusive/);
   });
 });

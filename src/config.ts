@@ -15,28 +15,59 @@ const Millis = () => Type.Integer({ minimum: 1, maximum: 3_600_000, description:
 
 /** Every variable the service reads, with the rule a bad value breaks (used in the error line). */
 export const EnvSchema = Type.Object({
-  NODE_ENV: Type.Union(NODE_ENVS.map((e) => Type.Literal(e)), { description: 'one of development, test, production' }),
+  NODE_ENV: Type.Union(
+    NODE_ENVS.map((e) => Type.Literal(e)),
+    { description: 'one of development, test, production' },
+  ),
   PORT: Port('an integer from 0 to 65535'),
   HOST: Text('a host name or address to listen on'),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^(postgres(ql)?://.+|memory://)$', description: 'a postgres:// or postgresql:// URL, or memory://' })),
+  DATABASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^(postgres(ql)?://.+|memory://)$',
+      description: 'a postgres:// or postgresql:// URL, or memory://',
+    }),
+  ),
   DATA_DIR: Text('a directory path'),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 100, description: 'an integer from 1 to 100' }),
   CORS_ALLOWED_ORIGINS: Type.String({ description: 'comma-separated origins or origin patterns' }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a secret of at least 32 characters' })),
-  JWT_PUBLIC_KEY: Type.Optional(Type.String({ pattern: '-----BEGIN PUBLIC KEY-----', description: 'a PEM public key (-----BEGIN PUBLIC KEY-----)' })),
+  JWT_PUBLIC_KEY: Type.Optional(
+    Type.String({
+      pattern: '-----BEGIN PUBLIC KEY-----',
+      description: 'a PEM public key (-----BEGIN PUBLIC KEY-----)',
+    }),
+  ),
   JWT_JWKS_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'an http(s) URL of a JWKS document' })),
   JWT_ISSUER: Type.Optional(Text('a non-empty issuer')),
   JWT_AUDIENCE: Type.Optional(Text('a non-empty audience')),
   BASE_URL: Type.String({ pattern: '^https?://[^/]+(/.*)?$', description: 'an absolute http(s) URL' }),
   ERROR_TYPE_BASE: Type.String({ pattern: '^[a-zA-Z][a-zA-Z0-9+.-]*:.+', description: 'an absolute URI' }),
-  API_VENDOR: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]*$', description: 'a lowercase media-type vendor name such as resource-api' }),
+  API_VENDOR: Type.String({
+    pattern: '^[a-z0-9][a-z0-9.-]*$',
+    description: 'a lowercase media-type vendor name such as resource-api',
+  }),
   TRUST_PROXY: Type.Boolean({ description: 'true or false' }),
-  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'a pino level (fatal, error, warn, info, debug, trace, silent)' }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { description: 'a pino level (fatal, error, warn, info, debug, trace, silent)' },
+  ),
   LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { description: 'json or pretty' }),
   METRICS_PORT: Type.Optional(Port('an integer from 0 to 65535')),
-  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, description: 'milliseconds, from 100 to 600000' }),
-  RATE_LIMIT_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'an integer from 0 (off) to 1000000000' }),
-  RATE_LIMIT_ANONYMOUS_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'an integer from 0 (off) to 1000000000' }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    description: 'milliseconds, from 100 to 600000',
+  }),
+  RATE_LIMIT_PER_MINUTE: Type.Integer({
+    minimum: 0,
+    maximum: 1_000_000_000,
+    description: 'an integer from 0 (off) to 1000000000',
+  }),
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: Type.Integer({
+    minimum: 0,
+    maximum: 1_000_000_000,
+    description: 'an integer from 0 (off) to 1000000000',
+  }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'a redis:// or rediss:// URL' })),
   REQUEST_TIMEOUT_MS: Millis(),
   HEADERS_TIMEOUT_MS: Millis(),
@@ -51,7 +82,13 @@ export interface Config {
   readonly port: number;
   readonly host: string;
   readonly database:
-    | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number; readonly statementTimeoutMs: number; readonly idleTransactionTimeoutMs: number }
+    | {
+        readonly kind: 'postgres';
+        readonly url: string;
+        readonly poolSize: number;
+        readonly statementTimeoutMs: number;
+        readonly idleTransactionTimeoutMs: number;
+      }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
   readonly corsAllowedOrigins: readonly string[];
@@ -71,7 +108,11 @@ export interface Config {
   readonly metricsPort: number | undefined;
   readonly shutdownTimeoutMs: number;
   /** DESIGN §11: requests per minute per caller and per anonymous address (0: off). */
-  readonly rateLimit: { readonly perMinute: number; readonly anonymousPerMinute: number; readonly redisUrl: string | undefined };
+  readonly rateLimit: {
+    readonly perMinute: number;
+    readonly anonymousPerMinute: number;
+    readonly redisUrl: string | undefined;
+  };
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -138,25 +179,38 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
 
   const parsed = Value.Convert(EnvSchema, { ...raw }) as Record<string, unknown>; // Convert may write into its argument
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
-  if (!['true', 'false'].includes(String(raw.TRUST_PROXY))) fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
+  if (!['true', 'false'].includes(String(raw.TRUST_PROXY)))
+    fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
   for (const error of Value.Errors(EnvSchema, parsed)) {
     const name = error.instancePath.slice(1).split('/')[0] ?? '';
     fail(name, (EnvSchema.properties as Record<string, TSchema>)[name], raw[name]);
   }
   const e = parsed as Env;
 
-  const origins = e.CORS_ALLOWED_ORIGINS.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  const origins = e.CORS_ALLOWED_ORIGINS.split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '');
   for (const origin of origins) {
     // DESIGN §1: credentials are allowed, so a wildcard origin is refused outright.
-    if (origin === '*') throw new ConfigError('Invalid configuration: CORS_ALLOWED_ORIGINS must list origins; a lone "*" is refused because credentials are allowed');
+    if (origin === '*')
+      throw new ConfigError(
+        'Invalid configuration: CORS_ALLOWED_ORIGINS must list origins; a lone "*" is refused because credentials are allowed',
+      );
     if (!/^https?:\/\/[^/\s]+$/.test(origin)) {
-      throw new ConfigError(`Invalid configuration: CORS_ALLOWED_ORIGINS entry "${origin}" must be an origin such as https://app.example.com or https://*.example.org`);
+      throw new ConfigError(
+        `Invalid configuration: CORS_ALLOWED_ORIGINS entry "${origin}" must be an origin such as https://app.example.com or https://*.example.org`,
+      );
     }
   }
   const keyCount = [e.JWT_SECRET, e.JWT_PUBLIC_KEY, e.JWT_JWKS_URL].filter((k) => k !== undefined).length;
-  if (keyCount > 1) throw new ConfigError('Invalid configuration: JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_URL are exclusive; set only one');
+  if (keyCount > 1)
+    throw new ConfigError(
+      'Invalid configuration: JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_URL are exclusive; set only one',
+    );
   if (nodeEnv === 'production' && keyCount === 0) {
-    throw new ConfigError('Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production');
+    throw new ConfigError(
+      'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
+    );
   }
 
   const databaseUrl = e.DATABASE_URL;
@@ -191,7 +245,11 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     logFormat: e.LOG_FORMAT,
     metricsPort: e.METRICS_PORT,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
-    rateLimit: { perMinute: e.RATE_LIMIT_PER_MINUTE, anonymousPerMinute: e.RATE_LIMIT_ANONYMOUS_PER_MINUTE, redisUrl: e.REDIS_URL },
+    rateLimit: {
+      perMinute: e.RATE_LIMIT_PER_MINUTE,
+      anonymousPerMinute: e.RATE_LIMIT_ANONYMOUS_PER_MINUTE,
+      redisUrl: e.REDIS_URL,
+    },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,
@@ -210,7 +268,8 @@ export function readConfigFiles(dir = join(import.meta.dirname, '..', 'config'))
       try {
         return JSON.parse(readFileSync(join(d, `${name}.json`), 'utf8')) as Source;
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`Invalid configuration file config/${name}.json: ${(error as Error).message}`);
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+          throw new ConfigError(`Invalid configuration file config/${name}.json: ${(error as Error).message}`);
       }
     }
     return {};
@@ -224,7 +283,10 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 function fail(name: string, schema: TSchema | undefined, value: unknown): never {
   const rule = (schema as { description?: string } | undefined)?.description ?? 'a valid value';
-  const shown = (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') || name === 'REDIS_URL' ? '(hidden)' : JSON.stringify(value);
+  const shown =
+    (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') || name === 'REDIS_URL'
+      ? '(hidden)'
+      : JSON.stringify(value);
   throw new ConfigError(`Invalid configuration: ${name} must be ${rule} (got ${shown})`);
 }
 

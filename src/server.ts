@@ -12,9 +12,15 @@ import { migrateToLatest } from './db/migrate.js';
 import { startMetricsServer } from './http/metrics.js';
 
 export function createLogger(config: Config): Logger {
-  const options = { level: config.logLevel, redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } };
+  const options = {
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  };
   if (config.logFormat === 'pretty') {
-    return pino({ ...options, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } });
+    return pino({
+      ...options,
+      transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
+    });
   }
   // Asynchronous writes: lines that arrive while a write is in flight go out together in the
   // next one, so a busy process makes one write(2) per batch, not one per request (see
@@ -49,7 +55,10 @@ async function main(): Promise<void> {
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
   const app = await buildApp({ config, db, logger });
 
-  const metricsServer = config.metricsPort === undefined ? undefined : await startMetricsServer(app.metrics, config.metricsPort, config.host);
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer(app.metrics, config.metricsPort, config.host);
 
   closeWithGrace({ delay: config.shutdownTimeoutMs, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'fatal error, shutting down');
@@ -66,7 +75,12 @@ async function main(): Promise<void> {
     logger.info({ url: `http://${config.host}:${port}/metrics` }, 'metrics listening');
   }
   logger.info(
-    { engine, url: address, docs: `${config.baseUrl}/api/public/docs`, startupMs: Math.round(performance.now() - startedAt) },
+    {
+      engine,
+      url: address,
+      docs: `${config.baseUrl}/api/public/docs`,
+      startupMs: Math.round(performance.now() - startedAt),
+    },
     'resource-api ready',
   );
 }

@@ -12,11 +12,18 @@ import { ALL_SCOPES, bearer, token } from './support/tokens.js';
 
 const { app } = await buildTestApp();
 const api = asAdmin(app);
-const get = (url: string, authorization?: string) => app.inject({ method: 'GET', url, headers: authorization ? { authorization } : {} });
+const get = (url: string, authorization?: string) =>
+  app.inject({ method: 'GET', url, headers: authorization ? { authorization } : {} });
 
-async function signed(key: CryptoKey | Uint8Array, alg: string, claims: { sub?: string; exp?: number; scope?: string; kid?: string } = {}): Promise<string> {
+async function signed(
+  key: CryptoKey | Uint8Array,
+  alg: string,
+  claims: { sub?: string; exp?: number; scope?: string; kid?: string } = {},
+): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  let jwt = new SignJWT({ scope: claims.scope ?? ALL_SCOPES }).setProtectedHeader({ alg, ...(claims.kid ? { kid: claims.kid } : {}) }).setIssuedAt(now);
+  let jwt = new SignJWT({ scope: claims.scope ?? ALL_SCOPES })
+    .setProtectedHeader({ alg, ...(claims.kid ? { kid: claims.kid } : {}) })
+    .setIssuedAt(now);
   if (claims.sub !== '') jwt = jwt.setSubject(claims.sub ?? '1');
   if (claims.exp !== 0) jwt = jwt.setExpirationTime(claims.exp ?? now + 600);
   return jwt.sign(key);
@@ -29,7 +36,13 @@ describe('authentication', () => {
     expect(response.statusCode).toBe(401);
     expect(response.headers['www-authenticate']).toBe('Bearer');
     expect(response.headers['content-type']).toBe('application/problem+json');
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Unauthorized', status: 401, detail: 'A Bearer access token is required.', instance: '/api/v1/users/1' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Unauthorized',
+      status: 401,
+      detail: 'A Bearer access token is required.',
+      instance: '/api/v1/users/1',
+    });
   });
 
   it('answers 401, not 404 or 405, for paths that do not exist', async () => {
@@ -54,7 +67,11 @@ describe('authentication', () => {
   it.each([
     ['a bad signature', async () => bearer({ secret: 'another-secret-that-is-at-least-32-chars' })],
     ['garbage', async () => 'Bearer not.a.jwt'],
-    ['alg none', async () => `Bearer ${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub: '1', exp: 9999999999, scope: ALL_SCOPES })).toString('base64url')}.`],
+    [
+      'alg none',
+      async () =>
+        `Bearer ${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub: '1', exp: 9999999999, scope: ALL_SCOPES })).toString('base64url')}.`,
+    ],
     ['no exp', async () => `Bearer ${await signed(new TextEncoder().encode(TEST_JWT_SECRET), 'HS256', { exp: 0 })}`],
     ['no sub', async () => `Bearer ${await signed(new TextEncoder().encode(TEST_JWT_SECRET), 'HS256', { sub: '' })}`],
   ])('rejects %s with 401 invalid_token', async (_name, make) => {
@@ -62,12 +79,18 @@ describe('authentication', () => {
 
     expect(response.statusCode).toBe(401);
     expect(response.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
-    expect(response.json()).toMatchObject({ title: 'Unauthorized', status: 401, detail: 'The access token is invalid.' });
+    expect(response.json()).toMatchObject({
+      title: 'Unauthorized',
+      status: 401,
+      detail: 'The access token is invalid.',
+    });
   });
 
   it('rejects an expired token, and tolerates a little clock skew', async () => {
     const expired = await get('/api/v1/users/1', await bearer({ sub: '1', scope: ALL_SCOPES, expiresIn: -120 }));
-    const justExpired = await createUser(app).then(async (u) => get(`/api/v1/users/${u.id}`, await bearer({ sub: String(u.id), scope: ALL_SCOPES, expiresIn: -10 })));
+    const justExpired = await createUser(app).then(async (u) =>
+      get(`/api/v1/users/${u.id}`, await bearer({ sub: String(u.id), scope: ALL_SCOPES, expiresIn: -10 })),
+    );
 
     expect(expired.statusCode).toBe(401);
     expect(expired.json().detail).toBe('The access token has expired.');
@@ -78,7 +101,10 @@ describe('authentication', () => {
   it('accepts the scp claim as an array', async () => {
     const user = await createUser(app);
 
-    const response = await get(`/api/v1/users/${user.id}`, `Bearer ${await token({ sub: String(user.id), claims: { scp: ['users:read'] } })}`);
+    const response = await get(
+      `/api/v1/users/${user.id}`,
+      `Bearer ${await token({ sub: String(user.id), claims: { scp: ['users:read'] } })}`,
+    );
 
     expect(response.statusCode).toBe(200);
   });
@@ -89,7 +115,12 @@ describe('authentication', () => {
     const tokenA = await bearer({ sub: String(a.id), scope: 'users:read' });
     const tokenB = await bearer({ sub: String(b.id), scope: 'users:read' });
 
-    const results = await Promise.all([get(`/api/v1/users/${a.id}`, tokenA), get(`/api/v1/users/${a.id}`, tokenA), get(`/api/v1/users/${a.id}`, tokenB), get(`/api/v1/users/${b.id}`, tokenB)]);
+    const results = await Promise.all([
+      get(`/api/v1/users/${a.id}`, tokenA),
+      get(`/api/v1/users/${a.id}`, tokenA),
+      get(`/api/v1/users/${a.id}`, tokenB),
+      get(`/api/v1/users/${b.id}`, tokenB),
+    ]);
 
     expect(results.map((r) => r.statusCode)).toEqual([200, 200, 404, 200]);
   });
@@ -107,11 +138,20 @@ describe('scopes', () => {
   it('answers a caller without the route scope with 403 and an insufficient_scope challenge', async () => {
     const user = await createUser(app);
 
-    const response = await get(`/api/v1/users/${user.id}`, await bearer({ sub: String(user.id), scope: 'orders:read' }));
+    const response = await get(
+      `/api/v1/users/${user.id}`,
+      await bearer({ sub: String(user.id), scope: 'orders:read' }),
+    );
 
     expect(response.statusCode).toBe(403);
     expect(response.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="users:read"');
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Forbidden', status: 403, detail: 'This request needs the users:read scope.', instance: `/api/v1/users/${user.id}` });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Forbidden',
+      status: 403,
+      detail: 'This request needs the users:read scope.',
+      instance: `/api/v1/users/${user.id}`,
+    });
   });
 
   it('needs users:write for every method but GET', async () => {
@@ -119,11 +159,30 @@ describe('scopes', () => {
     const readOnly = await bearer({ sub: String(user.id), scope: 'users:read' });
 
     const responses = await Promise.all([
-      app.inject({ method: 'PUT', url: `/api/v1/users/${user.id}`, headers: { authorization: readOnly }, payload: { name: 'New Name', email: user.email } }),
-      app.inject({ method: 'PATCH', url: `/api/v1/users/${user.id}`, headers: { authorization: readOnly }, payload: { name: 'New Name' } }),
+      app.inject({
+        method: 'PUT',
+        url: `/api/v1/users/${user.id}`,
+        headers: { authorization: readOnly },
+        payload: { name: 'New Name', email: user.email },
+      }),
+      app.inject({
+        method: 'PATCH',
+        url: `/api/v1/users/${user.id}`,
+        headers: { authorization: readOnly },
+        payload: { name: 'New Name' },
+      }),
       app.inject({ method: 'DELETE', url: `/api/v1/users/${user.id}`, headers: { authorization: readOnly } }),
-      app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-resets`, headers: { authorization: readOnly } }),
-      app.inject({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, headers: { authorization: readOnly }, payload: { currentPassword: 'x', newPassword: 'yyyyyyyy' } }),
+      app.inject({
+        method: 'POST',
+        url: `/api/v1/users/${user.id}/password-resets`,
+        headers: { authorization: readOnly },
+      }),
+      app.inject({
+        method: 'POST',
+        url: `/api/v1/users/${user.id}/password-changes`,
+        headers: { authorization: readOnly },
+        payload: { currentPassword: 'x', newPassword: 'yyyyyyyy' },
+      }),
     ]);
 
     for (const r of responses) {
@@ -154,12 +213,20 @@ describe('ownership (OWASP API1)', () => {
   it('lets a caller without admin reach its own user through every route', async () => {
     const me = await createUser(app, { password: 'my-password-1' });
     const auth = await bearer({ sub: String(me.id), scope: 'users:read users:write' });
-    const as = (method: 'GET' | 'PUT' | 'PATCH' | 'POST', url: string, payload?: object) => app.inject({ method, url, headers: { authorization: auth }, ...(payload ? { payload } : {}) });
+    const as = (method: 'GET' | 'PUT' | 'PATCH' | 'POST', url: string, payload?: object) =>
+      app.inject({ method, url, headers: { authorization: auth }, ...(payload ? { payload } : {}) });
 
     expect((await as('GET', `/api/v1/users/${me.id}`)).statusCode).toBe(200);
     expect((await as('PUT', `/api/v1/users/${me.id}`, { name: 'Me Myself', email: me.email })).statusCode).toBe(200);
     expect((await as('PATCH', `/api/v1/users/${me.id}`, { name: 'Me Again' })).statusCode).toBe(200);
-    expect((await as('POST', `/api/v1/users/${me.id}/password-changes`, { currentPassword: 'my-password-1', newPassword: 'my-password-2' })).statusCode).toBe(204);
+    expect(
+      (
+        await as('POST', `/api/v1/users/${me.id}/password-changes`, {
+          currentPassword: 'my-password-1',
+          newPassword: 'my-password-2',
+        })
+      ).statusCode,
+    ).toBe(204);
     expect((await as('POST', `/api/v1/users/${me.id}/password-resets`)).statusCode).toBe(202);
   });
 
@@ -169,7 +236,12 @@ describe('ownership (OWASP API1)', () => {
     const auth = await bearer({ sub: String(me.id), scope: 'users:read users:write' });
     const missingId = 987654321;
     const call = (method: 'GET' | 'PUT' | 'PATCH' | 'POST', path: string, id: number, payload?: object) =>
-      app.inject({ method, url: `/api/v1/users/${id}${path}`, headers: { authorization: auth }, ...(payload ? { payload } : {}) });
+      app.inject({
+        method,
+        url: `/api/v1/users/${id}${path}`,
+        headers: { authorization: auth },
+        ...(payload ? { payload } : {}),
+      });
     const cases = [
       ['GET', ''],
       ['PUT', '', { name: 'Intruder', email: 'intruder@example.com' }],
@@ -182,7 +254,11 @@ describe('ownership (OWASP API1)', () => {
       const theirs = await call(method, path, other.id, payload);
       const missing = await call(method, path, missingId, payload);
       expect(theirs.statusCode, `${method} ${path}`).toBe(404);
-      expect(theirs.json(), `${method} ${path}`).toEqual({ ...missing.json(), detail: `User ${other.id} not found`, instance: `/api/v1/users/${other.id}${path}` });
+      expect(theirs.json(), `${method} ${path}`).toEqual({
+        ...missing.json(),
+        detail: `User ${other.id} not found`,
+        instance: `/api/v1/users/${other.id}${path}`,
+      });
     }
     expect((await api({ method: 'GET', url: `/api/v1/users/${other.id}` })).json()).toEqual(other);
   });
@@ -191,7 +267,11 @@ describe('ownership (OWASP API1)', () => {
     const me = await createUser(app);
     const other = await createUser(app);
 
-    const response = await app.inject({ method: 'DELETE', url: `/api/v1/users/${other.id}`, headers: { authorization: await bearer({ sub: String(me.id), scope: 'users:write' }) } });
+    const response = await app.inject({
+      method: 'DELETE',
+      url: `/api/v1/users/${other.id}`,
+      headers: { authorization: await bearer({ sub: String(me.id), scope: 'users:write' }) },
+    });
 
     expect(response.statusCode).toBe(204);
     expect((await api({ method: 'GET', url: `/api/v1/users/${other.id}` })).statusCode).toBe(200);
@@ -202,11 +282,22 @@ describe('ownership (OWASP API1)', () => {
     const auth = await bearer({ sub: String(me.id), scope: 'users:read users:write' });
 
     const list = await app.inject({ method: 'GET', url: '/api/v1/users', headers: { authorization: auth } });
-    const create = await app.inject({ method: 'POST', url: '/api/v1/users', headers: { authorization: auth }, payload: { name: 'New One', email: 'new.one@example.com', password: 'password-123' } });
+    const create = await app.inject({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { authorization: auth },
+      payload: { name: 'New One', email: 'new.one@example.com', password: 'password-123' },
+    });
 
     expect(list.statusCode).toBe(403);
     expect(list.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="admin"');
-    expect(list.json()).toEqual({ type: 'about:blank', title: 'Forbidden', status: 403, detail: 'Listing users needs the admin scope.', instance: '/api/v1/users' });
+    expect(list.json()).toEqual({
+      type: 'about:blank',
+      title: 'Forbidden',
+      status: 403,
+      detail: 'Listing users needs the admin scope.',
+      instance: '/api/v1/users',
+    });
     expect(create.statusCode).toBe(403);
     expect(create.json().detail).toBe('Creating a user needs the admin scope.');
   });
@@ -216,11 +307,22 @@ describe('issuer and audience', async () => {
   const strict = (await buildTestApp({ JWT_ISSUER: 'https://idp.example.com', JWT_AUDIENCE: 'resource-api' })).app;
 
   it('enforces iss and aud when configured', async () => {
-    const good = await bearer({ scope: ALL_SCOPES, sub: '1', issuer: 'https://idp.example.com', audience: 'resource-api' });
-    const wrongIssuer = await bearer({ scope: ALL_SCOPES, sub: '1', issuer: 'https://evil.example.com', audience: 'resource-api' });
+    const good = await bearer({
+      scope: ALL_SCOPES,
+      sub: '1',
+      issuer: 'https://idp.example.com',
+      audience: 'resource-api',
+    });
+    const wrongIssuer = await bearer({
+      scope: ALL_SCOPES,
+      sub: '1',
+      issuer: 'https://evil.example.com',
+      audience: 'resource-api',
+    });
     const noAudience = await bearer({ scope: ALL_SCOPES, sub: '1', issuer: 'https://idp.example.com' });
 
-    const status = async (auth: string) => (await strict.inject({ method: 'GET', url: '/api/v1/users/1', headers: { authorization: auth } })).statusCode;
+    const status = async (auth: string) =>
+      (await strict.inject({ method: 'GET', url: '/api/v1/users/1', headers: { authorization: auth } })).statusCode;
 
     expect(await status(good)).toBe(404);
     expect(await status(wrongIssuer)).toBe(401);
@@ -233,7 +335,9 @@ describe('public keys', async () => {
   const ec = await generateKeyPair('ES256', { extractable: true });
   const rsaApp = (await buildTestApp({ JWT_SECRET: '', JWT_PUBLIC_KEY: await exportSPKI(rsa.publicKey) })).app;
   const ecApp = (await buildTestApp({ JWT_SECRET: '', JWT_PUBLIC_KEY: await exportSPKI(ec.publicKey) })).app;
-  const status = async (target: typeof app, jwt: string) => (await target.inject({ method: 'GET', url: '/api/v1/users/42', headers: { authorization: `Bearer ${jwt}` } })).statusCode;
+  const status = async (target: typeof app, jwt: string) =>
+    (await target.inject({ method: 'GET', url: '/api/v1/users/42', headers: { authorization: `Bearer ${jwt}` } }))
+      .statusCode;
 
   it('verifies RS256 with an RSA key and ES256 with an EC key', async () => {
     expect(await status(rsaApp, await signed(rsa.privateKey, 'RS256', { sub: '42' }))).toBe(404);
@@ -261,11 +365,15 @@ describe('JWKS', async () => {
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`;
   const { app: jwksApp } = await buildTestApp({ JWT_SECRET: '', JWT_JWKS_URL: url });
-  const status = async (jwt: string) => (await jwksApp.inject({ method: 'GET', url: '/api/v1/users/42', headers: { authorization: `Bearer ${jwt}` } })).statusCode;
+  const status = async (jwt: string) =>
+    (await jwksApp.inject({ method: 'GET', url: '/api/v1/users/42', headers: { authorization: `Bearer ${jwt}` } }))
+      .statusCode;
 
   it('verifies with the provider keys and picks up a rotated key on an unknown kid', async () => {
     expect(await status(await signed(first.privateKey, 'RS256', { sub: '42', kid: 'k1' }))).toBe(404);
-    expect(await status(await signed(first.privateKey, 'RS256', { sub: '42', kid: 'k1', scope: 'users:read' }))).toBe(404);
+    expect(await status(await signed(first.privateKey, 'RS256', { sub: '42', kid: 'k1', scope: 'users:read' }))).toBe(
+      404,
+    );
     expect(fetches).toBe(1);
 
     keys = [{ ...(await exportJWK(second.publicKey)), kid: 'k2', alg: 'ES256', use: 'sig' }];
@@ -273,6 +381,8 @@ describe('JWKS', async () => {
 
     expect(await status(await signed(second.privateKey, 'ES256', { sub: '42', kid: 'k2' }))).toBe(404);
     expect(fetches).toBe(2);
-    expect(await status(await signed(first.privateKey, 'RS256', { sub: '42', kid: 'k1', scope: 'products:read' }))).toBe(401);
+    expect(
+      await status(await signed(first.privateKey, 'RS256', { sub: '42', kid: 'k1', scope: 'products:read' })),
+    ).toBe(401);
   });
 });

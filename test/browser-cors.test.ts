@@ -13,7 +13,9 @@ import { ADMIN } from './support/tokens.js';
 const CHROMIUM = '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
 if (engine === 'pglite' && !available) {
-  console.warn(`\n*** SKIPPED test/browser-cors.test.ts: no Chromium at ${CHROMIUM} (apt-get install -y chromium) ***\n`);
+  console.warn(
+    `\n*** SKIPPED test/browser-cors.test.ts: no Chromium at ${CHROMIUM} (apt-get install -y chromium) ***\n`,
+  );
 }
 
 interface FetchResult {
@@ -32,7 +34,9 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
   let pageBase: string;
 
   beforeAll(async () => {
-    pages = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>client</title><p>client app</p>'));
+    pages = createServer((_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>client</title><p>client app</p>'),
+    );
     await new Promise<void>((resolve) => pages.listen(0, '127.0.0.1', resolve));
     const pagePort = (pages.address() as AddressInfo).port;
     pageBase = `http://app.test:${pagePort}`;
@@ -68,14 +72,24 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
     return page;
   }
 
-  function call(page: Page, path: string, init: { method?: string; body?: unknown; auth?: boolean } = {}): Promise<FetchResult> {
+  function call(
+    page: Page,
+    path: string,
+    init: { method?: string; body?: unknown; auth?: boolean } = {},
+  ): Promise<FetchResult> {
     return page.evaluate(
       async ({ url, method, body, authorization }) => {
         try {
           const headers: Record<string, string> = {};
           if (authorization) headers.Authorization = authorization;
           if (body !== undefined) headers['Content-Type'] = 'application/json';
-          const response = await fetch(url, { method, mode: 'cors', credentials: 'include', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          const response = await fetch(url, {
+            method,
+            mode: 'cors',
+            credentials: 'include',
+            headers,
+            body: body === undefined ? undefined : JSON.stringify(body),
+          });
           const text = await response.text();
           return {
             ok: true,
@@ -88,7 +102,12 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
           return { ok: false, error: String(error) };
         }
       },
-      { url: `${apiBase}${path}`, method: init.method ?? 'GET', body: init.body, authorization: init.auth === false ? undefined : ADMIN },
+      {
+        url: `${apiBase}${path}`,
+        method: init.method ?? 'GET',
+        body: init.body,
+        authorization: init.auth === false ? undefined : ADMIN,
+      },
     );
   }
 
@@ -96,10 +115,16 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
     const page = await openPage(pageBase);
     const email = `browser.${Date.now()}@example.com`;
 
-    const created = await call(page, '/api/v1/users', { method: 'POST', body: { name: 'Browser User', email, password: 'browser-password' } });
+    const created = await call(page, '/api/v1/users', {
+      method: 'POST',
+      body: { name: 'Browser User', email, password: 'browser-password' },
+    });
     const list = await call(page, '/api/v1/users?size=1');
     const id = (created.body as { id: number }).id;
-    const replaced = await call(page, `/api/v1/users/${id}`, { method: 'PUT', body: { name: 'Browser Renamed', email } });
+    const replaced = await call(page, `/api/v1/users/${id}`, {
+      method: 'PUT',
+      body: { name: 'Browser Renamed', email },
+    });
     const missing = await call(page, '/api/v1/users/987654321');
     const anonymous = await call(page, '/api/v1/users?size=1', { auth: false });
 
@@ -118,7 +143,10 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
 
     const results = await Promise.all([
       call(evil, '/api/v1/users?size=1'),
-      call(evil, '/api/v1/users', { method: 'POST', body: { name: 'Evil User', email: 'evil@example.com', password: 'evil-password' } }),
+      call(evil, '/api/v1/users', {
+        method: 'POST',
+        body: { name: 'Evil User', email: 'evil@example.com', password: 'evil-password' },
+      }),
       call(evil, '/api/v1/users/1', { method: 'PUT', body: { name: 'Evil', email: 'evil@example.com' } }),
       call(evil, '/api/v1/users/987654321'),
       call(evil, '/api/v1/users?size=1', { auth: false }),

@@ -18,22 +18,37 @@ describe('GET /api/products/{id} caching', () => {
     expect(response.headers.etag).toBe('"1"');
   });
 
-  it.each(['"1"', 'W/"1"', '"7", "1"', '*'])('answers If-None-Match: %s with 304, ETag, Cache-Control and no body', async (ifNoneMatch) => {
-    const product = await createProduct(app);
+  it.each(['"1"', 'W/"1"', '"7", "1"', '*'])(
+    'answers If-None-Match: %s with 304, ETag, Cache-Control and no body',
+    async (ifNoneMatch) => {
+      const product = await createProduct(app);
 
-    const response = await api({ method: 'GET', url: `/api/products/${product.id}`, headers: { 'if-none-match': ifNoneMatch } });
+      const response = await api({
+        method: 'GET',
+        url: `/api/products/${product.id}`,
+        headers: { 'if-none-match': ifNoneMatch },
+      });
 
-    expect(response.statusCode).toBe(304);
-    expect(response.body).toBe('');
-    expect(response.headers.etag).toBe('"1"');
-    expect(response.headers['cache-control']).toBe('max-age=3600');
-  });
+      expect(response.statusCode).toBe(304);
+      expect(response.body).toBe('');
+      expect(response.headers.etag).toBe('"1"');
+      expect(response.headers['cache-control']).toBe('max-age=3600');
+    },
+  );
 
   it('answers 200 with the new ETag once the product changed', async () => {
     const product = await createProduct(app);
-    await api({ method: 'PUT', url: `/api/products/${product.id}`, payload: { sku: product.sku, name: 'Changed', price: 1 } });
+    await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      payload: { sku: product.sku, name: 'Changed', price: 1 },
+    });
 
-    const response = await api({ method: 'GET', url: `/api/products/${product.id}`, headers: { 'if-none-match': '"1"' } });
+    const response = await api({
+      method: 'GET',
+      url: `/api/products/${product.id}`,
+      headers: { 'if-none-match': '"1"' },
+    });
 
     expect(response.statusCode).toBe(200);
     expect(response.headers.etag).toBe('"2"');
@@ -44,7 +59,12 @@ describe('GET /api/products/{id} caching', () => {
     const product = await createProduct(app);
 
     const missing = await api({ method: 'GET', url: '/api/products/987654321', headers: { 'if-none-match': '*' } });
-    const put = await api({ method: 'PUT', url: `/api/products/${product.id}`, headers: { 'if-none-match': '*' }, payload: { sku: product.sku, name: 'Again', price: 1 } });
+    const put = await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      headers: { 'if-none-match': '*' },
+      payload: { sku: product.sku, name: 'Again', price: 1 },
+    });
 
     expect(missing.statusCode).toBe(404);
     expect(put.statusCode).toBe(200);
@@ -55,7 +75,12 @@ describe('PUT /api/products/{id} with If-Match', () => {
   it('replaces when If-Match names the current version', async () => {
     const product = await createProduct(app);
 
-    const response = await api({ method: 'PUT', url: `/api/products/${product.id}`, headers: { 'if-match': '"1"' }, payload: { sku: product.sku, name: 'Matched', price: 2 } });
+    const response = await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      headers: { 'if-match': '"1"' },
+      payload: { sku: product.sku, name: 'Matched', price: 2 },
+    });
 
     expect(response.statusCode).toBe(200);
     expect(response.json().version).toBe(2);
@@ -63,9 +88,18 @@ describe('PUT /api/products/{id} with If-Match', () => {
 
   it('answers a stale version with 412 and changes nothing', async () => {
     const product = await createProduct(app);
-    await api({ method: 'PUT', url: `/api/products/${product.id}`, payload: { sku: product.sku, name: 'First', price: 2 } });
+    await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      payload: { sku: product.sku, name: 'First', price: 2 },
+    });
 
-    const response = await api({ method: 'PUT', url: `/api/products/${product.id}`, headers: { 'if-match': '"1"' }, payload: { sku: product.sku, name: 'Lost update', price: 3 } });
+    const response = await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      headers: { 'if-match': '"1"' },
+      payload: { sku: product.sku, name: 'Lost update', price: 3 },
+    });
 
     expect(response.statusCode).toBe(412);
     expect(response.headers.etag).toBe('"2"');
@@ -81,7 +115,13 @@ describe('PUT /api/products/{id} with If-Match', () => {
 
   it('lets exactly one of two concurrent writers with the same If-Match win', async () => {
     const product = await createProduct(app);
-    const write = (name: string) => api({ method: 'PUT', url: `/api/products/${product.id}`, headers: { 'if-match': '"1"' }, payload: { sku: product.sku, name, price: 2 } });
+    const write = (name: string) =>
+      api({
+        method: 'PUT',
+        url: `/api/products/${product.id}`,
+        headers: { 'if-match': '"1"' },
+        payload: { sku: product.sku, name, price: 2 },
+      });
 
     const results = await Promise.all([write('Writer A'), write('Writer B')]);
 
@@ -91,8 +131,18 @@ describe('PUT /api/products/{id} with If-Match', () => {
   it('accepts If-Match: * for an existing product and answers 404 for a missing one', async () => {
     const product = await createProduct(app);
 
-    const star = await api({ method: 'PUT', url: `/api/products/${product.id}`, headers: { 'if-match': '*' }, payload: { sku: product.sku, name: 'Star', price: 2 } });
-    const missing = await api({ method: 'PUT', url: '/api/products/987654321', headers: { 'if-match': '"1"' }, payload: { sku: 'nope', name: 'Nope', price: 2 } });
+    const star = await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      headers: { 'if-match': '*' },
+      payload: { sku: product.sku, name: 'Star', price: 2 },
+    });
+    const missing = await api({
+      method: 'PUT',
+      url: '/api/products/987654321',
+      headers: { 'if-match': '"1"' },
+      payload: { sku: 'nope', name: 'Nope', price: 2 },
+    });
 
     expect(star.statusCode).toBe(200);
     expect(missing.statusCode).toBe(404);

@@ -22,7 +22,9 @@ function send(method: string, path: string, headers: Record<string, string> = {}
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
       let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      res
+        .on('data', (d: Buffer) => (text += d.toString()))
+        .on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
     });
     req.on('error', reject);
     req.end(body);
@@ -30,10 +32,18 @@ function send(method: string, path: string, headers: Record<string, string> = {}
 }
 
 const preflight = (path: string, origin: string, method: string, requestHeaders?: string) =>
-  send('OPTIONS', path, { origin, 'access-control-request-method': method, ...(requestHeaders ? { 'access-control-request-headers': requestHeaders } : {}) });
+  send('OPTIONS', path, {
+    origin,
+    'access-control-request-method': method,
+    ...(requestHeaders ? { 'access-control-request-headers': requestHeaders } : {}),
+  });
 
-const corsHeaders = (a: Answer) => Object.fromEntries(Object.entries(a.headers).filter(([k]) => k.startsWith('access-control-')));
-const vary = (a: Answer) => String(a.headers.vary ?? '').split(',').map((v) => v.trim());
+const corsHeaders = (a: Answer) =>
+  Object.fromEntries(Object.entries(a.headers).filter(([k]) => k.startsWith('access-control-')));
+const vary = (a: Answer) =>
+  String(a.headers.vary ?? '')
+    .split(',')
+    .map((v) => v.trim());
 
 describe('preflight under /api/**', () => {
   it('answers an allowed preflight with 204 and the four headers, without authentication', async () => {
@@ -48,20 +58,25 @@ describe('preflight under /api/**', () => {
       'access-control-allow-headers': 'Content-Type, Authorization',
       'access-control-max-age': '3600',
     });
-    expect(vary(answer)).toEqual(expect.arrayContaining(['Origin', 'Access-Control-Request-Method', 'Access-Control-Request-Headers']));
+    expect(vary(answer)).toEqual(
+      expect.arrayContaining(['Origin', 'Access-Control-Request-Method', 'Access-Control-Request-Headers']),
+    );
   });
 
   it.each([
     ['an origin not on the list', 'https://evil.example.com', 'PUT', 'content-type'],
     ['a method not allowed', 'https://app.example.com', 'TRACE', undefined],
     ['a header not allowed', 'https://app.example.com', 'GET', 'x-custom-header'],
-  ])('refuses %s with 204 and no Access-Control-Allow-* header (never 401/403)', async (_name, origin, method, requestHeaders) => {
-    const answer = await preflight('/api/v1/users', origin, method, requestHeaders);
+  ])(
+    'refuses %s with 204 and no Access-Control-Allow-* header (never 401/403)',
+    async (_name, origin, method, requestHeaders) => {
+      const answer = await preflight('/api/v1/users', origin, method, requestHeaders);
 
-    expect(answer.status).toBe(204);
-    expect(corsHeaders(answer)).toEqual({});
-    expect(vary(answer)).toContain('Origin');
-  });
+      expect(answer.status).toBe(204);
+      expect(corsHeaders(answer)).toEqual({});
+      expect(vary(answer)).toContain('Origin');
+    },
+  );
 
   it.each([
     ['https://shop.example.org', true],
@@ -85,7 +100,10 @@ describe('preflight under /api/**', () => {
 
 describe('actual requests under /api/**', () => {
   it('echoes an allowed origin with credentials and the exposed headers', async () => {
-    const answer = await send('GET', '/api/v1/users?size=1', { origin: 'https://app.example.com', authorization: ADMIN });
+    const answer = await send('GET', '/api/v1/users?size=1', {
+      origin: 'https://app.example.com',
+      authorization: ADMIN,
+    });
 
     expect(answer.status).toBe(200);
     expect(corsHeaders(answer)).toEqual({
@@ -97,7 +115,10 @@ describe('actual requests under /api/**', () => {
   });
 
   it('sends no Access-Control-Allow-Origin to an origin not on the list, but still Vary: Origin', async () => {
-    const answer = await send('GET', '/api/v1/users?size=1', { origin: 'https://evil.example.com', authorization: ADMIN });
+    const answer = await send('GET', '/api/v1/users?size=1', {
+      origin: 'https://evil.example.com',
+      authorization: ADMIN,
+    });
 
     expect(answer.status).toBe(200);
     expect(corsHeaders(answer)).toEqual({});
@@ -121,7 +142,12 @@ describe('actual requests under /api/**', () => {
       send('GET', `/api/v1/users/${user.id}`, { ...origin, authorization: limited }),
       send('GET', '/api/v1/users/987654321', { ...origin, authorization: ADMIN }),
       send('PUT', '/api/v1/users', { ...origin, authorization: ADMIN }),
-      send('POST', `/api/v1/users/${user.id}/password-changes`, { ...origin, authorization: ADMIN, 'content-type': 'application/json' }, JSON.stringify({ currentPassword: 'wrong-one', newPassword: 'new-password-1' })),
+      send(
+        'POST',
+        `/api/v1/users/${user.id}/password-changes`,
+        { ...origin, authorization: ADMIN, 'content-type': 'application/json' },
+        JSON.stringify({ currentPassword: 'wrong-one', newPassword: 'new-password-1' }),
+      ),
     ]);
 
     expect(answers.map((a) => a.status)).toEqual([401, 403, 404, 405, 422]);
@@ -138,7 +164,11 @@ describe('a server failure carries CORS headers too', async () => {
   await broken.db.destroy();
 
   it('answers 5xx with the CORS headers of its origin', async () => {
-    const answer = await broken.inject({ method: 'GET', url: '/api/v1/users/1', headers: { origin: 'https://app.example.com', authorization: ADMIN } });
+    const answer = await broken.inject({
+      method: 'GET',
+      url: '/api/v1/users/1',
+      headers: { origin: 'https://app.example.com', authorization: ADMIN },
+    });
 
     expect(answer.statusCode).toBeGreaterThanOrEqual(500);
     expect(answer.headers['access-control-allow-origin']).toBe('https://app.example.com');
@@ -151,7 +181,10 @@ describe('/api/public/**', () => {
     const answer = await send('GET', '/api/public/health/live', { origin: 'https://anyone.example.net' });
 
     expect(answer.status).toBe(200);
-    expect(corsHeaders(answer)).toEqual({ 'access-control-allow-origin': 'https://anyone.example.net', 'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After' });
+    expect(corsHeaders(answer)).toEqual({
+      'access-control-allow-origin': 'https://anyone.example.net',
+      'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After',
+    });
   });
 
   it('allows a GET preflight only, with max age 3600', async () => {
@@ -172,7 +205,11 @@ describe('no configured origin', async () => {
   const { app: closed } = await buildTestApp({ CORS_ALLOWED_ORIGINS: '' });
 
   it('allows no origin under /api/**', async () => {
-    const answer = await closed.inject({ method: 'OPTIONS', url: '/api/v1/users', headers: { origin: 'https://app.example.com', 'access-control-request-method': 'GET' } });
+    const answer = await closed.inject({
+      method: 'OPTIONS',
+      url: '/api/v1/users',
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'GET' },
+    });
 
     expect(answer.statusCode).toBe(204);
     expect(Object.keys(answer.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);

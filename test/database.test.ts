@@ -18,7 +18,9 @@ describe('database access under concurrency', () => {
     await Promise.all(
       Array.from({ length: 40 }, () =>
         db.transaction().execute(async (trx) => {
-          const { rows } = await sql<{ value: number }>`select value from counters where id = 1 for update`.execute(trx);
+          const { rows } = await sql<{ value: number }>`select value from counters where id = 1 for update`.execute(
+            trx,
+          );
           await new Promise((r) => setTimeout(r, 1));
           await sql`update counters set value = ${rows[0]!.value + 1} where id = 1`.execute(trx);
         }),
@@ -50,7 +52,9 @@ describe('database access under concurrency', () => {
   });
 
   it('serves many parallel HTTP requests that mix reads and writes', async () => {
-    const creates = Array.from({ length: 20 }, () => api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() }));
+    const creates = Array.from({ length: 20 }, () =>
+      api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest() }),
+    );
     const reads = Array.from({ length: 20 }, () => api({ method: 'GET', url: '/api/v1/users?size=5' }));
 
     const responses = await Promise.all([...creates, ...reads]);

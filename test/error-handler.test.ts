@@ -18,7 +18,11 @@ const sink = new Writable({
   },
 });
 
-const app = Fastify({ loggerInstance: pino({ level: 'info' }, sink), genReqId, logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }) });
+const app = Fastify({
+  loggerInstance: pino({ level: 'info' }, sink),
+  genReqId,
+  logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+});
 app.decorate('config', testConfig({ ERROR_TYPE_BASE: 'https://errors.example.com/p' }));
 await app.register(requestContext);
 await app.register(problems, { routes: new RouteTable() });
@@ -65,20 +69,40 @@ describe('error handler', () => {
   it('renders a missing entity in the typed form by default', async () => {
     const response = await app.inject({ method: 'GET', url: '/typed/missing' });
 
-    expect(response.json()).toEqual({ type: 'https://errors.example.com/p/entity-not-found', title: 'Entity Not Found', status: 404, detail: 'Order 7 not found', instance: '/typed/missing' });
+    expect(response.json()).toEqual({
+      type: 'https://errors.example.com/p/entity-not-found',
+      title: 'Entity Not Found',
+      status: 404,
+      detail: 'Order 7 not found',
+      instance: '/typed/missing',
+    });
   });
 
   it('renders a missing order in the v1 orders form with orderId', async () => {
     const response = await app.inject({ method: 'GET', url: '/orders-form/missing' });
 
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Order not found', status: 404, detail: 'Order 7 not found', instance: '/orders-form/missing', orderId: 7 });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Order not found',
+      status: 404,
+      detail: 'Order 7 not found',
+      instance: '/orders-form/missing',
+      orderId: 7,
+    });
   });
 
   it('renders a typed conflict with conflictingField', async () => {
     const response = await app.inject({ method: 'GET', url: '/typed/conflict' });
 
     expect(response.statusCode).toBe(409);
-    expect(response.json()).toEqual({ type: 'https://errors.example.com/p/conflict', title: 'Conflict', status: 409, detail: 'Taken.', instance: '/typed/conflict', conflictingField: 'sku' });
+    expect(response.json()).toEqual({
+      type: 'https://errors.example.com/p/conflict',
+      title: 'Conflict',
+      status: 409,
+      detail: 'Taken.',
+      instance: '/typed/conflict',
+      conflictingField: 'sku',
+    });
   });
 
   it('renders a business rule violation as 422 with its extensions', async () => {

@@ -48,14 +48,30 @@ interface Operation {
 const { app } = await buildTestApp();
 
 function operations(server: FastifyInstance): Operation[] {
-  const doc = (server as unknown as { swagger(): { paths: Record<string, Record<string, { parameters?: { name: string; in: string; schema: Schema }[]; requestBody?: { content: Record<string, { schema: Schema }> } }>> } }).swagger();
+  const doc = (
+    server as unknown as {
+      swagger(): {
+        paths: Record<
+          string,
+          Record<
+            string,
+            {
+              parameters?: { name: string; in: string; schema: Schema }[];
+              requestBody?: { content: Record<string, { schema: Schema }> };
+            }
+          >
+        >;
+      };
+    }
+  ).swagger();
   const out: Operation[] = [];
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(item)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
       const params = (op.parameters ?? []).filter((p) => p.in === 'path' || p.in === 'query') as Operation['params'];
       const content = op.requestBody?.content ?? {};
-      const body = (content['application/json'] ?? content['application/merge-patch+json'] ?? Object.values(content)[0])?.schema;
+      const body = (content['application/json'] ?? content['application/merge-patch+json'] ?? Object.values(content)[0])
+        ?.schema;
       out.push({ method: method.toUpperCase(), path, params, body });
     }
   }
@@ -64,11 +80,73 @@ function operations(server: FastifyInstance): Operation[] {
 
 // ---- adversarial pools ------------------------------------------------------------------------
 
-const edgeNumbers = fc.constantFrom(0, -0, 1, -1, 0.5, 1e308, -1e308, 5e-324, 2 ** 31, 2 ** 31 - 1, 2 ** 53, 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, 1e21, 123456789.123456789);
-const edgeNumberTexts = fc.constantFrom('-0', '1e308', '1e309', '9007199254740993', '99999999999999999999', '0x10', '1.5', ' 1', '1 ', '+1', '-1', '0', '00', '1e2', 'NaN', 'Infinity', '', '%', '%00', '%zz', '..', '%2e%2e', '1;2', '1,2');
+const edgeNumbers = fc.constantFrom(
+  0,
+  -0,
+  1,
+  -1,
+  0.5,
+  1e308,
+  -1e308,
+  5e-324,
+  2 ** 31,
+  2 ** 31 - 1,
+  2 ** 53,
+  2 ** 53 + 1,
+  Number.MAX_SAFE_INTEGER,
+  1e21,
+  123456789.123456789,
+);
+const edgeNumberTexts = fc.constantFrom(
+  '-0',
+  '1e308',
+  '1e309',
+  '9007199254740993',
+  '99999999999999999999',
+  '0x10',
+  '1.5',
+  ' 1',
+  '1 ',
+  '+1',
+  '-1',
+  '0',
+  '00',
+  '1e2',
+  'NaN',
+  'Infinity',
+  '',
+  '%',
+  '%00',
+  '%zz',
+  '..',
+  '%2e%2e',
+  '1;2',
+  '1,2',
+);
 const nasty = fc.constantFrom(
-  '\u0000', 'a\u0000b', '\ud800', 'x\udfffy', '\u202e\u202d', '\ufeff', '😀'.repeat(3), '\u0301', '​', ' ', '\t\n', '"', '\\', "'; drop table users; --",
-  '<script>', '${x}', '{{x}}', '%s%n', '../../etc/passwd', 'a'.repeat(10_000), 'é'.repeat(5000), '\u{10FFFF}', '\r\nX-Injected: 1',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udfffy',
+  '\u202e\u202d',
+  '\ufeff',
+  '😀'.repeat(3),
+  '\u0301',
+  '​',
+  ' ',
+  '\t\n',
+  '"',
+  '\\',
+  "'; drop table users; --",
+  '<script>',
+  '${x}',
+  '{{x}}',
+  '%s%n',
+  '../../etc/passwd',
+  'a'.repeat(10_000),
+  'é'.repeat(5000),
+  '\u{10FFFF}',
+  '\r\nX-Injected: 1',
 );
 const unicodeText = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 40 }),
@@ -78,7 +156,9 @@ const unicodeText = fc.oneof(
 );
 
 /** Deep nesting at any member: arrays or objects 60 to 100 000 levels. */
-const deep = fc.tuple(fc.constantFrom(60, 64, 65, 100, 10_000, 100_000), fc.boolean()).map(([depth, arrays]) => ({ __deep: depth, arrays }));
+const deep = fc
+  .tuple(fc.constantFrom(60, 64, 65, 100, 10_000, 100_000), fc.boolean())
+  .map(([depth, arrays]) => ({ __deep: depth, arrays }));
 
 const anyJson: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 3, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
@@ -86,7 +166,15 @@ const anyJson: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 2, arbitrary: edgeNumbers },
   { weight: 1, arbitrary: fc.constant(null) },
   { weight: 1, arbitrary: deep },
-  { weight: 1, arbitrary: fc.constantFrom([], {}, Array.from({ length: 5000 }, (_, i) => i), Array.from({ length: 2000 }, () => ({ productId: 1, quantity: 1 }))) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      [],
+      {},
+      Array.from({ length: 5000 }, (_, i) => i),
+      Array.from({ length: 2000 }, () => ({ productId: 1, quantity: 1 })),
+    ),
+  },
 );
 
 /** A value for a schema: mostly of the right shape, often not. */
@@ -103,11 +191,20 @@ function valueFor(schema: Schema | undefined, depth = 0): fc.Arbitrary<unknown> 
       case 'array':
         return fc.array(valueFor(schema.items, depth + 1), { maxLength: 4 });
       case 'integer':
-        return fc.oneof(fc.integer({ min: schema.minimum ?? -10, max: Math.min(schema.maximum ?? 1000, 1000) }), fc.integer(), edgeNumbers);
+        return fc.oneof(
+          fc.integer({ min: schema.minimum ?? -10, max: Math.min(schema.maximum ?? 1000, 1000) }),
+          fc.integer(),
+          edgeNumbers,
+        );
       case 'number':
         return fc.oneof(fc.double({ noNaN: true }), edgeNumbers, fc.constantFrom(19.99, 0.01, 0.001, 10.005));
       case 'string':
-        return schema.format === 'email' ? fc.oneof(fc.emailAddress(), unicodeText.map((s) => `${s}@example.com`)) : unicodeText;
+        return schema.format === 'email'
+          ? fc.oneof(
+              fc.emailAddress(),
+              unicodeText.map((s) => `${s}@example.com`),
+            )
+          : unicodeText;
       case 'boolean':
         return fc.boolean();
       default:
@@ -121,7 +218,10 @@ function objectFor(schema: Schema, depth: number): fc.Arbitrary<Record<string, u
   const props = schema.properties ?? {};
   const known = Object.fromEntries(Object.entries(props).map(([k, s]) => [k, valueFor(s, depth + 1)]));
   return fc
-    .tuple(fc.record(known, { requiredKeys: [] }), fc.dictionary(fc.oneof(fc.string({ maxLength: 8 }), nasty), anyJson, { maxKeys: 2 }))
+    .tuple(
+      fc.record(known, { requiredKeys: [] }),
+      fc.dictionary(fc.oneof(fc.string({ maxLength: 8 }), nasty), anyJson, { maxKeys: 2 }),
+    )
     .map(([a, extra]) => ({ ...extra, ...a }));
 }
 
@@ -147,7 +247,10 @@ function validFor(schema: Schema | undefined, name = ''): unknown {
     case 'array':
       return Array.from({ length: Math.max(1, schema.minItems ?? 1) }, () => validFor(schema.items, name));
     case 'integer':
-      return ids[name] ?? Math.max(1, (schema.minimum ?? schema.exclusiveMinimum ?? 0) + (schema.exclusiveMinimum === undefined ? 0 : 1));
+      return (
+        ids[name] ??
+        Math.max(1, (schema.minimum ?? schema.exclusiveMinimum ?? 0) + (schema.exclusiveMinimum === undefined ? 0 : 1))
+      );
     case 'number':
       return 19.99;
     case 'boolean':
@@ -156,7 +259,10 @@ function validFor(schema: Schema | undefined, name = ''): unknown {
       if (schema.format === 'email') return `fuzz${unique++}@example.com`;
       const candidates = ['Fuzz value', 'correct horse battery', '10115', 'PENDING', `SKU-FUZZ-${unique++}`];
       const pattern = schema.pattern === undefined ? undefined : new RegExp(schema.pattern);
-      return candidates.find((c) => (pattern === undefined || pattern.test(c)) && c.length >= (schema.minLength ?? 0)) ?? 'x'.repeat(schema.minLength ?? 1);
+      return (
+        candidates.find((c) => (pattern === undefined || pattern.test(c)) && c.length >= (schema.minLength ?? 0)) ??
+        'x'.repeat(schema.minLength ?? 1)
+      );
     }
     default:
       return null;
@@ -166,13 +272,17 @@ function validFor(schema: Schema | undefined, name = ''): unknown {
 /** Every member path of a value: ['a'], ['a', 'b'], ['items', 0, 'quantity'] … */
 function memberPaths(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   if (Array.isArray(value)) return value.flatMap((v, i) => [[...prefix, i], ...memberPaths(v, [...prefix, i])]);
-  if (value !== null && typeof value === 'object') return Object.entries(value).flatMap(([k, v]) => [[...prefix, k], ...memberPaths(v, [...prefix, k])]);
+  if (value !== null && typeof value === 'object')
+    return Object.entries(value).flatMap(([k, v]) => [[...prefix, k], ...memberPaths(v, [...prefix, k])]);
   return [];
 }
 
 function withMember(value: unknown, path: (string | number)[], replacement: unknown): unknown {
   if (path.length === 0) return replacement;
-  const copy = (Array.isArray(value) ? [...(value as unknown[])] : { ...(value as object) }) as Record<string | number, unknown>;
+  const copy = (Array.isArray(value) ? [...(value as unknown[])] : { ...(value as object) }) as Record<
+    string | number,
+    unknown
+  >;
   copy[path[0]!] = withMember(copy[path[0]!], path.slice(1), replacement);
   return copy;
 }
@@ -183,14 +293,16 @@ function mutatedBody(schema: Schema): fc.Arbitrary<unknown> {
     const base = validFor(schema);
     const paths = memberPaths(base);
     if (paths.length === 0) return fc.constant(base);
-    return fc.tuple(fc.integer({ min: 0, max: paths.length }), fc.oneof(nasty, anyJson, edgeNumbers, deep)).map(([i, v]) => (i === paths.length ? base : withMember(base, paths[i]!, v)));
+    return fc
+      .tuple(fc.integer({ min: 0, max: paths.length }), fc.oneof(nasty, anyJson, edgeNumbers, deep))
+      .map(([i, v]) => (i === paths.length ? base : withMember(base, paths[i]!, v)));
   });
 }
 
 /** Text for a path or query value: typed values, edge texts, and any Unicode. */
 function textFor(schema: Schema): fc.Arbitrary<string> {
   return fc.oneof(
-    valueFor(schema).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')),
+    valueFor(schema).map((v) => (typeof v === 'string' ? v : (JSON.stringify(v) ?? ''))),
     edgeNumberTexts,
     unicodeText,
   );
@@ -199,7 +311,11 @@ function textFor(schema: Schema): fc.Arbitrary<string> {
 /** Percent-encodes any string byte by byte (lone surrogates too), or leaves it raw. */
 function encode(text: string, raw: boolean): string {
   if (raw) return text.replace(/[\s#?/]/g, '');
-  return [...Buffer.from(text)].map((b) => (/[A-Za-z0-9\-._~]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, '0')}`)).join('');
+  return [...Buffer.from(text)]
+    .map((b) =>
+      /[A-Za-z0-9\-._~]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, '0')}`,
+    )
+    .join('');
 }
 
 /** Expands the deep-nesting markers into real JSON text, without recursion. */
@@ -213,20 +329,58 @@ function serialize(body: unknown): string {
   }).replace(/\{"__placeholder":"([^"]*)"\}/g, (_m, text: string) => text.replace(/\\"/g, '"'));
 }
 
-const garbageHeader = fc.oneof(unicodeText.map((s) => s.replace(/[^\x20-\x7e]/g, '')), fc.constantFrom('', '*', '"1"', 'W/"1"', '"1", "2"', '*/*', 'application/json', 'application/vnd.resource-api.v9+json', 'text/html;q=0', 'Bearer', 'Bearer x.y.z', 'Basic YTpi', '1', '2', '99', 'v1', 'application/json; charset=latin1', 'application/merge-patch+json', 'multipart/form-data; boundary=x'));
+const garbageHeader = fc.oneof(
+  unicodeText.map((s) => s.replace(/[^\x20-\x7e]/g, '')),
+  fc.constantFrom(
+    '',
+    '*',
+    '"1"',
+    'W/"1"',
+    '"1", "2"',
+    '*/*',
+    'application/json',
+    'application/vnd.resource-api.v9+json',
+    'text/html;q=0',
+    'Bearer',
+    'Bearer x.y.z',
+    'Basic YTpi',
+    '1',
+    '2',
+    '99',
+    'v1',
+    'application/json; charset=latin1',
+    'application/merge-patch+json',
+    'multipart/form-data; boundary=x',
+  ),
+);
 
-const HEADER_NAMES = ['accept', 'content-type', 'if-match', 'if-none-match', 'authorization', 'x-api-version', 'x-request-id', 'origin'] as const;
+const HEADER_NAMES = [
+  'accept',
+  'content-type',
+  'if-match',
+  'if-none-match',
+  'authorization',
+  'x-api-version',
+  'x-request-id',
+  'origin',
+] as const;
 
 // ---- the property ---------------------------------------------------------------------------
 
-const EXCEPTION_TEXT = /Maximum call stack|TypeError|ReferenceError|RangeError|SyntaxError|Cannot read|is not a function|undefined is not|\n\s+at |FST_|Internal Server Error|postgres|PGlite|SQLSTATE|violates|syntax error/i;
+const EXCEPTION_TEXT =
+  /Maximum call stack|TypeError|ReferenceError|RangeError|SyntaxError|Cannot read|is not a function|undefined is not|\n\s+at |FST_|Internal Server Error|postgres|PGlite|SQLSTATE|violates|syntax error/i;
 
 describe('hostile input never gets a 5xx', async () => {
   // Some data, so that ids hit real rows as well as missing ones.
   const user = await createUser(app);
   const product = await createProduct(app, {}, 1000);
   const customer = await bearer({ sub: String(user.id), scope: 'orders:read orders:write users:read users:write' });
-  await app.inject({ method: 'POST', url: '/api/v1/orders', headers: { authorization: customer }, payload: { productId: product.id, quantity: 1 } });
+  await app.inject({
+    method: 'POST',
+    url: '/api/v1/orders',
+    headers: { authorization: customer },
+    payload: { productId: product.id, quantity: 1 },
+  });
   const ops = operations(app);
   Object.assign(ids, { productId: product.id, customerId: user.id, id: user.id });
 
@@ -237,8 +391,18 @@ describe('hostile input never gets a 5xx', async () => {
   it(`answers below 500 with a problem document from 400 on (${RUNS} runs, seed ${SEED})`, async () => {
     const request = fc.integer({ min: 0, max: ops.length - 1 }).chain((index) => {
       const op = ops[index]!;
-      const pathValues = op.params.filter((p) => p.in === 'path').map((p) => fc.oneof({ weight: 2, arbitrary: fc.constantFrom(String(user.id), String(product.id), '1') }, { weight: 3, arbitrary: textFor(p.schema) }));
-      const query = fc.record(Object.fromEntries(op.params.filter((p) => p.in === 'query').map((p) => [p.name, textFor(p.schema)])), { requiredKeys: [] });
+      const pathValues = op.params
+        .filter((p) => p.in === 'path')
+        .map((p) =>
+          fc.oneof(
+            { weight: 2, arbitrary: fc.constantFrom(String(user.id), String(product.id), '1') },
+            { weight: 3, arbitrary: textFor(p.schema) },
+          ),
+        );
+      const query = fc.record(
+        Object.fromEntries(op.params.filter((p) => p.in === 'query').map((p) => [p.name, textFor(p.schema)])),
+        { requiredKeys: [] },
+      );
       return fc.record({
         op: fc.constant(op),
         pathValues: fc.tuple(...pathValues),
@@ -253,7 +417,10 @@ describe('hostile input never gets a 5xx', async () => {
           { weight: 1, arbitrary: fc.constant(undefined) },
         ),
         bodyAsText: fc.boolean(),
-        headers: fc.oneof(fc.constant({}), fc.record(Object.fromEntries(HEADER_NAMES.map((h) => [h, garbageHeader])), { requiredKeys: [] })),
+        headers: fc.oneof(
+          fc.constant({}),
+          fc.record(Object.fromEntries(HEADER_NAMES.map((h) => [h, garbageHeader])), { requiredKeys: [] }),
+        ),
         asCustomer: fc.boolean(),
       });
     });
@@ -261,18 +428,26 @@ describe('hostile input never gets a 5xx', async () => {
     await fc.assert(
       fc.asyncProperty(request, async (r) => {
         let path = r.op.path;
-        r.op.params.filter((p) => p.in === 'path').forEach((p, i) => (path = path.replace(`{${p.name}}`, encode(r.pathValues[i]!, r.rawPath))));
+        r.op.params
+          .filter((p) => p.in === 'path')
+          .forEach((p, i) => (path = path.replace(`{${p.name}}`, encode(r.pathValues[i]!, r.rawPath))));
         if (r.unversioned) path = path.replace(/^\/api\/v\d+\/(users|orders)/, '/api/$1');
         const q = new URLSearchParams();
         for (const [k, v] of Object.entries({ ...r.extraQuery, ...r.query })) q.append(k, v as string);
         const url = `${path}${q.size > 0 ? `?${q.toString()}` : ''}`;
-        const payload = r.body === undefined ? undefined : r.bodyAsText && typeof r.body === 'string' ? r.body : serialize(r.body);
+        const payload =
+          r.body === undefined ? undefined : r.bodyAsText && typeof r.body === 'string' ? r.body : serialize(r.body);
         const headers: Record<string, string> = {
           authorization: r.asCustomer ? customer : ADMIN,
           ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
           ...(r.headers as Record<string, string>),
         };
-        const response = await app.inject({ method: r.op.method as 'GET', url, headers, ...(payload === undefined ? {} : { payload }) });
+        const response = await app.inject({
+          method: r.op.method as 'GET',
+          url,
+          headers,
+          ...(payload === undefined ? {} : { payload }),
+        });
         const where = `${r.op.method} ${url} → ${response.statusCode} ${response.body.slice(0, 300)}`;
         expect(response.statusCode, where).toBeLessThan(500);
         expect(response.body, where).not.toMatch(EXCEPTION_TEXT);
@@ -290,7 +465,11 @@ describe('hostile input never gets a 5xx', async () => {
 
   it('still answers normal requests afterwards', async () => {
     const created = await createUser(app);
-    const response = await app.inject({ method: 'GET', url: `/api/v1/users/${created.id}`, headers: { authorization: ADMIN } });
+    const response = await app.inject({
+      method: 'GET',
+      url: `/api/v1/users/${created.id}`,
+      headers: { authorization: ADMIN },
+    });
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual(created);
     const ready = await app.inject({ method: 'GET', url: '/api/public/health/ready' });

@@ -10,14 +10,35 @@ import { buildTestApp } from './support/test-app.js';
 const throwing: FastifyPluginAsync = async (app) => {
   const config = { scope: 'users:read' };
   const ok = { 200: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'] } };
-  app.get('/test/throws/on-request', { config, onRequest: (_q, _r, done) => done(new Error('boom in onRequest at /secret/path.js:1')) }, async () => ({ id: 1 }));
-  app.get('/test/throws/pre-handler', { config, preHandler: async () => Promise.reject(new TypeError("Cannot read properties of undefined (reading 'x')")) }, async () => ({ id: 1 }));
+  app.get(
+    '/test/throws/on-request',
+    { config, onRequest: (_q, _r, done) => done(new Error('boom in onRequest at /secret/path.js:1')) },
+    async () => ({ id: 1 }),
+  );
+  app.get(
+    '/test/throws/pre-handler',
+    {
+      config,
+      preHandler: async () => Promise.reject(new TypeError("Cannot read properties of undefined (reading 'x')")),
+    },
+    async () => ({ id: 1 }),
+  );
   app.get('/test/throws/handler', { config }, () => {
     throw new RangeError('Maximum call stack size exceeded');
   });
   app.get('/test/throws/serializer', { config, schema: { response: ok } }, async () => ({ name: 'no id' }) as never);
   // Throws on the route's own payload (the problem that follows passes the same hook).
-  app.get('/test/throws/on-send', { config, onSend: (_q, reply, payload, done) => (String(reply.getHeader('content-type')).includes('problem') ? done(null, payload) : done(new Error('boom in onSend'))) }, async () => ({ id: 1 }));
+  app.get(
+    '/test/throws/on-send',
+    {
+      config,
+      onSend: (_q, reply, payload, done) =>
+        String(reply.getHeader('content-type')).includes('problem')
+          ? done(null, payload)
+          : done(new Error('boom in onSend')),
+    },
+    async () => ({ id: 1 }),
+  );
   app.get('/test/throws/unrenderable', { config }, async () => {
     // An error whose every property throws: rendering it must fail, and fall back.
     throw new Proxy(new Error('x'), {
@@ -38,27 +59,54 @@ const nested = (depth: number, leaf = '1') => `${'['.repeat(depth)}${leaf}${']'.
 
 describe('nesting deeper than 64 levels', () => {
   it.each([65, 10_000, 100_000])('is 400 before any schema runs, as a member (%i levels)', async (depth) => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'application/json' }, payload: `{"name":${nested(depth)},"email":"a@b.co","password":"long enough password"}` });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'application/json' },
+      payload: `{"name":${nested(depth)},"email":"a@b.co","password":"long enough password"}`,
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request body is nested deeper than 64 levels.', instance: '/api/v1/users' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request body is nested deeper than 64 levels.',
+      instance: '/api/v1/users',
+    });
   });
 
   it('is 400 at the root and in objects too', async () => {
     for (const payload of [nested(100_000), `${'{"a":'.repeat(70)}1${'}'.repeat(70)}`]) {
-      const response = await api({ method: 'POST', url: '/api/v2/orders', headers: { 'content-type': 'application/json' }, payload });
+      const response = await api({
+        method: 'POST',
+        url: '/api/v2/orders',
+        headers: { 'content-type': 'application/json' },
+        payload,
+      });
       expect(response.statusCode).toBe(400);
       expect(response.json().detail).toBe('The request body is nested deeper than 64 levels.');
     }
   });
 
   it('lets 64 levels through to the schema, and ignores brackets inside strings', async () => {
-    const atLimit = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'application/json' }, payload: `{"name":${nested(63)},"email":"a@b.co","password":"long enough password"}` });
+    const atLimit = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'application/json' },
+      payload: `{"name":${nested(63)},"email":"a@b.co","password":"long enough password"}`,
+    });
     expect(atLimit.statusCode).toBe(400);
-    expect(atLimit.json().errors).toEqual([{ field: 'name', message: 'must be a string', rejected: JSON.stringify(JSON.parse(nested(63))) }]);
+    expect(atLimit.json().errors).toEqual([
+      { field: 'name', message: 'must be a string', rejected: JSON.stringify(JSON.parse(nested(63))) },
+    ]);
 
-    const inString = await api({ method: 'POST', url: '/api/v1/users', payload: { name: '['.repeat(100), email: `brackets${Date.now()}@example.com`, password: 'long enough password' } });
+    const inString = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name: '['.repeat(100), email: `brackets${Date.now()}@example.com`, password: 'long enough password' },
+    });
     expect(inString.statusCode).toBe(201);
     expect(inString.json().name).toBe('['.repeat(100));
   });
@@ -66,7 +114,11 @@ describe('nesting deeper than 64 levels', () => {
 
 describe('strings the database cannot store', () => {
   it('refuses a NUL character with a field error in the v1 users form', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: 'a\u0000b', email: 'nul@example.com', password: 'long enough password' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name: 'a\u0000b', email: 'nul@example.com', password: 'long enough password' },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({
@@ -96,7 +148,11 @@ describe('strings the database cannot store', () => {
 
   it('stores a well-formed astral character and a bare backslash-u text as sent', async () => {
     const name = '😀 \\u0000 é';
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name, email: `astral${Date.now()}@example.com`, password: 'long enough password' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name, email: `astral${Date.now()}@example.com`, password: 'long enough password' },
+    });
     expect(response.statusCode).toBe(201);
     const read = await api({ method: 'GET', url: `/api/v1/users/${response.json().id}` });
     expect(read.json().name).toBe(name);
@@ -121,7 +177,12 @@ describe('rejected values are echoed as sent', () => {
   });
 
   it('refuses a number too large for any column in a body (1e309 parses to Infinity)', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/orders', headers: { 'content-type': 'application/json' }, payload: '{"productId":1e309,"quantity":1}' });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/orders',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"productId":1e309,"quantity":1}',
+    });
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual(['productId: must be an integer']);
   });
@@ -148,31 +209,51 @@ describe('requests that never reach a route', () => {
       });
 
     const garbage = await raw('GARBAGE / HTTP/1.1\r\n\r\n');
-    const hugeHeader = await raw(`GET /api/public/health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    const hugeHeader = await raw(
+      `GET /api/public/health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    );
 
     expect(garbage).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
     expect(garbage).toContain('Content-Type: application/problem+json');
-    expect(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4))).toEqual({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request could not be parsed as HTTP.' });
+    expect(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4))).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request could not be parsed as HTTP.',
+    });
     expect(hugeHeader).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
     expect(JSON.parse(hugeHeader.slice(hugeHeader.indexOf('\r\n\r\n') + 4)).status).toBe(431);
   });
 });
 
 describe('a throw at any stage ends in the problem handler', () => {
-  it.each(['on-request', 'pre-handler', 'handler', 'serializer', 'on-send', 'unrenderable'])('%s → 500 problem without the error text', async (stage) => {
-    const response = await api({ method: 'GET', url: `/test/throws/${stage}` });
+  it.each(['on-request', 'pre-handler', 'handler', 'serializer', 'on-send', 'unrenderable'])(
+    '%s → 500 problem without the error text',
+    async (stage) => {
+      const response = await api({ method: 'GET', url: `/test/throws/${stage}` });
 
-    expect(response.statusCode).toBe(500);
-    expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
-    const body = response.json();
-    expect(body).toMatchObject({ title: 'Internal Server Error', status: 500, detail: 'An unexpected error occurred', instance: `/test/throws/${stage}` });
-    expect(body.requestId).toBe(response.headers['x-request-id']);
-    expect(response.body).not.toMatch(/boom|Cannot read|Maximum call|exploded|secret|required/);
-    expect(logs.some((l) => l.requestId === body.requestId && l.level === 50)).toBe(true);
-  });
+      expect(response.statusCode).toBe(500);
+      expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+      const body = response.json();
+      expect(body).toMatchObject({
+        title: 'Internal Server Error',
+        status: 500,
+        detail: 'An unexpected error occurred',
+        instance: `/test/throws/${stage}`,
+      });
+      expect(body.requestId).toBe(response.headers['x-request-id']);
+      expect(response.body).not.toMatch(/boom|Cannot read|Maximum call|exploded|secret|required/);
+      expect(logs.some((l) => l.requestId === body.requestId && l.level === 50)).toBe(true);
+    },
+  );
 
   it('parses and validates into problems too (parser and validation stages)', async () => {
-    const parser = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'application/json' }, payload: '{"name":' });
+    const parser = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"name":',
+    });
     const validation = await api({ method: 'POST', url: '/api/v1/users', payload: { name: 1 } });
     expect(parser.statusCode).toBe(400);
     expect(parser.json().detail).toBe('The request body is not valid JSON.');

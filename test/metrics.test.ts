@@ -25,7 +25,9 @@ describe('GET /metrics on METRICS_PORT', () => {
     expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(text).toContain('http_requests_total{method="GET",route="/api/v1/users/:id",status_code="200"} 2');
     expect(text).toContain('http_requests_total{method="GET",route="/api/v1/users/:id",status_code="404"} 1');
-    expect(text).toMatch(/http_request_duration_seconds_bucket\{le="0\.005",method="POST",route="\/api\/v1\/users\/?",status_code="201"\} \d+/);
+    expect(text).toMatch(
+      /http_request_duration_seconds_bucket\{le="0\.005",method="POST",route="\/api\/v1\/users\/?",status_code="201"\} \d+/,
+    );
     expect(text).toContain('process_cpu_user_seconds_total');
     expect(text).not.toContain(`/api/v1/users/${user.id}"`);
   });

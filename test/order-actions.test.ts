@@ -7,7 +7,12 @@ import { buildTestApp } from './support/test-app.js';
 const { app } = await buildTestApp();
 const api = asAdmin(app);
 const action = (id: number, noun: string, payload?: unknown, headers: Record<string, string> = {}) =>
-  api({ method: 'POST', url: `/api/v1/orders/${id}/${noun}`, headers, ...(payload === undefined ? {} : { payload: payload as object }) });
+  api({
+    method: 'POST',
+    url: `/api/v1/orders/${id}/${noun}`,
+    headers,
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
 
 async function anOrder(quantity = 3, available = 10) {
   const customer = await aCustomer(app);
@@ -42,7 +47,11 @@ describe('order lifecycle', () => {
     const response = await action(order.id, 'cancellation', { reason: 'Found it cheaper' });
 
     expect(response.statusCode).toBe(200);
-    expect(response.json()).toMatchObject({ id: order.id, status: 'CANCELLED', cancellationReason: 'Found it cheaper' });
+    expect(response.json()).toMatchObject({
+      id: order.id,
+      status: 'CANCELLED',
+      cancellationReason: 'Found it cheaper',
+    });
     expect(await stockOf(app, product.id)).toEqual({ available: 10, reserved: 0 });
   });
 

@@ -7,14 +7,24 @@ import { bearer } from './support/tokens.js';
 const { app } = await buildTestApp();
 const api = asAdmin(app);
 const as = (auth: string, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown) =>
-  app.inject({ method, url, headers: { authorization: auth }, ...(payload === undefined ? {} : { payload: payload as object }) });
+  app.inject({
+    method,
+    url,
+    headers: { authorization: auth },
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
 
 describe('POST /api/v1/orders', () => {
   it('places an order for the caller: 201, absolute Location, exact total, stock reserved', async () => {
     const customer = await aCustomer(app);
     const product = await createProduct(app, { price: 19.99 }, 10);
 
-    const response = await app.inject({ method: 'POST', url: '/api/v1/orders', headers: { authorization: customer.auth, host: 'api.test' }, payload: { productId: product.id, quantity: 3 } });
+    const response = await app.inject({
+      method: 'POST',
+      url: '/api/v1/orders',
+      headers: { authorization: customer.auth, host: 'api.test' },
+      payload: { productId: product.id, quantity: 3 },
+    });
 
     expect(response.statusCode).toBe(201);
     const order = response.json();
@@ -77,7 +87,11 @@ describe('POST /api/v1/orders', () => {
     const response = await placeOrder(app, customer.auth, 987654321, 1);
 
     expect(response.statusCode).toBe(422);
-    expect(response.json()).toMatchObject({ title: 'Business Rule Violation', detail: 'Product 987654321 does not exist.', productId: 987654321 });
+    expect(response.json()).toMatchObject({
+      title: 'Business Rule Violation',
+      detail: 'Product 987654321 does not exist.',
+      productId: 987654321,
+    });
   });
 
   it('answers a caller that is not an existing user with 422', async () => {
@@ -104,7 +118,9 @@ describe('GET /api/v1/orders/{id} and /items', () => {
     expect(detail.statusCode).toBe(200);
     expect(detail.json()).toEqual(order);
     expect(items.statusCode).toBe(200);
-    expect(items.json()).toEqual([{ productId: product.id, productName: 'Widget', quantity: 4, unitPrice: 2.5, lineTotal: 10 }]);
+    expect(items.json()).toEqual([
+      { productId: product.id, productName: 'Widget', quantity: 4, unitPrice: 2.5, lineTotal: 10 },
+    ]);
   });
 
   it('answers a missing order with 404 "Order not found" and orderId', async () => {
@@ -112,7 +128,14 @@ describe('GET /api/v1/orders/{id} and /items', () => {
     const items = await api({ method: 'GET', url: '/api/v1/orders/987654321/items' });
 
     expect(detail.statusCode).toBe(404);
-    expect(detail.json()).toEqual({ type: 'about:blank', title: 'Order not found', status: 404, detail: 'Order 987654321 not found', instance: '/api/v1/orders/987654321', orderId: 987654321 });
+    expect(detail.json()).toEqual({
+      type: 'about:blank',
+      title: 'Order not found',
+      status: 404,
+      detail: 'Order 987654321 not found',
+      instance: '/api/v1/orders/987654321',
+      orderId: 987654321,
+    });
     expect(items.statusCode).toBe(404);
     expect(items.json().orderId).toBe(987654321);
   });
@@ -139,8 +162,22 @@ describe('GET /api/v1/orders', () => {
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({
       content: [
-        { id: second.id, customerId: customer.id, status: 'PENDING', total: 2, itemCount: 1, createdAt: second.createdAt },
-        { id: first.id, customerId: customer.id, status: 'PENDING', total: 1, itemCount: 1, createdAt: first.createdAt },
+        {
+          id: second.id,
+          customerId: customer.id,
+          status: 'PENDING',
+          total: 2,
+          itemCount: 1,
+          createdAt: second.createdAt,
+        },
+        {
+          id: first.id,
+          customerId: customer.id,
+          status: 'PENDING',
+          total: 1,
+          itemCount: 1,
+          createdAt: first.createdAt,
+        },
       ],
       totalElements: 2,
       totalPages: 1,
@@ -161,13 +198,26 @@ describe('GET /api/v1/orders', () => {
     const c = (await placeOrder(app, customer.auth, product.id, 3)).json();
     await api({ method: 'POST', url: `/api/v1/orders/${b.id}/cancellation`, payload: { reason: 'changed my mind' } });
 
-    const pending = await api({ method: 'GET', url: `/api/v1/orders?customerId=${customer.id}&status=PENDING&sort=total,asc` });
+    const pending = await api({
+      method: 'GET',
+      url: `/api/v1/orders?customerId=${customer.id}&status=PENDING&sort=total,asc`,
+    });
     const cancelled = await api({ method: 'GET', url: `/api/v1/orders?customerId=${customer.id}&status=CANCELLED` });
-    const paged = await api({ method: 'GET', url: `/api/v1/orders?customerId=${customer.id}&sort=id,asc&size=2&page=1` });
+    const paged = await api({
+      method: 'GET',
+      url: `/api/v1/orders?customerId=${customer.id}&sort=id,asc&size=2&page=1`,
+    });
 
     expect(pending.json().content.map((o: { id: number }) => o.id)).toEqual([c.id, a.id]);
     expect(cancelled.json().content.map((o: { id: number }) => o.id)).toEqual([b.id]);
-    expect(paged.json()).toMatchObject({ totalElements: 3, totalPages: 2, number: 1, size: 2, first: false, last: true });
+    expect(paged.json()).toMatchObject({
+      totalElements: 3,
+      totalPages: 2,
+      number: 1,
+      size: 2,
+      first: false,
+      last: true,
+    });
     expect(paged.json().content.map((o: { id: number }) => o.id)).toEqual([c.id]);
     expect(paged.headers.link).toContain(`customerId=${customer.id}`);
     expect(paged.headers.link).toContain('sort=id%2Casc');
@@ -213,13 +263,22 @@ describe('PATCH /api/v1/orders/{id}', () => {
     const product = await createProduct(app, {}, 10);
     const order = (await placeOrder(app, customer.auth, product.id, 1)).json();
 
-    const set = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, { note: 'Leave at the door', shippingAddress: { street: '1 Main St', postalCode: '12345' } });
+    const set = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, {
+      note: 'Leave at the door',
+      shippingAddress: { street: '1 Main St', postalCode: '12345' },
+    });
     const keep = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, { note: 'Ring twice' });
     const clear = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, { note: null, shippingAddress: null });
 
     expect(set.statusCode).toBe(200);
-    expect(set.json()).toMatchObject({ note: 'Leave at the door', shippingAddress: { street: '1 Main St', postalCode: '12345' } });
-    expect(keep.json()).toMatchObject({ note: 'Ring twice', shippingAddress: { street: '1 Main St', postalCode: '12345' } });
+    expect(set.json()).toMatchObject({
+      note: 'Leave at the door',
+      shippingAddress: { street: '1 Main St', postalCode: '12345' },
+    });
+    expect(keep.json()).toMatchObject({
+      note: 'Ring twice',
+      shippingAddress: { street: '1 Main St', postalCode: '12345' },
+    });
     expect(clear.json()).toMatchObject({ note: null, shippingAddress: null });
   });
 
@@ -228,7 +287,10 @@ describe('PATCH /api/v1/orders/{id}', () => {
     const product = await createProduct(app, {}, 10);
     const order = (await placeOrder(app, customer.auth, product.id, 1)).json();
 
-    const response = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, { note: 'n'.repeat(501), shippingAddress: { street: ' ', postalCode: '1234' } });
+    const response = await as(customer.auth, 'PATCH', `/api/v1/orders/${order.id}`, {
+      note: 'n'.repeat(501),
+      shippingAddress: { street: ' ', postalCode: '1234' },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -310,7 +372,12 @@ describe('ownership (OWASP API1)', () => {
       const theirs = await as(intruder.auth, method, `/api/v1/orders/${order.id}${path}`, payload);
       const missing = await as(intruder.auth, method, `/api/v1/orders/987654321${path}`, payload);
       expect(theirs.statusCode, `${method} ${path}`).toBe(404);
-      expect(theirs.json(), `${method} ${path}`).toEqual({ ...missing.json(), detail: `Order ${order.id} not found`, instance: `/api/v1/orders/${order.id}${path}`, orderId: order.id });
+      expect(theirs.json(), `${method} ${path}`).toEqual({
+        ...missing.json(),
+        detail: `Order ${order.id} not found`,
+        instance: `/api/v1/orders/${order.id}${path}`,
+        orderId: order.id,
+      });
     }
     const deleted = await as(intruder.auth, 'DELETE', `/api/v1/orders/${order.id}`);
     expect(deleted.statusCode).toBe(204);
@@ -325,6 +392,9 @@ describe('ownership (OWASP API1)', () => {
 
     await api({ method: 'DELETE', url: `/api/v1/users/${customer.id}` });
 
-    expect((await api({ method: 'GET', url: `/api/v1/orders/${order.id}` })).json()).toMatchObject({ id: order.id, customerId: customer.id });
+    expect((await api({ method: 'GET', url: `/api/v1/orders/${order.id}` })).json()).toMatchObject({
+      id: order.id,
+      customerId: customer.id,
+    });
   });
 });

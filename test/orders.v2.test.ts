@@ -6,7 +6,8 @@ import { buildTestApp } from './support/test-app.js';
 const { app } = await buildTestApp();
 const api = asAdmin(app);
 const TYPES = 'http://localhost:8080/api/public/problems';
-const create = (auth: string, payload: unknown) => app.inject({ method: 'POST', url: '/api/v2/orders', headers: { authorization: auth }, payload: payload as object });
+const create = (auth: string, payload: unknown) =>
+  app.inject({ method: 'POST', url: '/api/v2/orders', headers: { authorization: auth }, payload: payload as object });
 
 describe('POST /api/v2/orders', () => {
   it('places an order of several items, reserving each, with an exact total', async () => {
@@ -14,7 +15,13 @@ describe('POST /api/v2/orders', () => {
     const mug = await createProduct(app, { price: 12.5, name: 'Mug' }, 10);
     const tee = await createProduct(app, { price: 19.99, name: 'Tee' }, 10);
 
-    const response = await create(customer.auth, { customerId: customer.id, items: [{ productId: tee.id, quantity: 3 }, { productId: mug.id, quantity: 2 }] });
+    const response = await create(customer.auth, {
+      customerId: customer.id,
+      items: [
+        { productId: tee.id, quantity: 3 },
+        { productId: mug.id, quantity: 2 },
+      ],
+    });
 
     expect(response.statusCode).toBe(201);
     const order = response.json();
@@ -22,7 +29,11 @@ describe('POST /api/v2/orders', () => {
     expect(response.headers.location).toMatch(new RegExp(`/api/v2/orders/${order.id}$`));
     expect(await stockOf(app, tee.id)).toEqual({ available: 7, reserved: 3 });
     expect(await stockOf(app, mug.id)).toEqual({ available: 8, reserved: 2 });
-    const items = await app.inject({ method: 'GET', url: `/api/v2/orders/${order.id}/items`, headers: { authorization: customer.auth } });
+    const items = await app.inject({
+      method: 'GET',
+      url: `/api/v2/orders/${order.id}/items`,
+      headers: { authorization: customer.auth },
+    });
     expect(items.json()).toEqual([
       { productId: mug.id, productName: 'Mug', quantity: 2, unitPrice: 12.5, lineTotal: 25 },
       { productId: tee.id, productName: 'Tee', quantity: 3, unitPrice: 19.99, lineTotal: 59.97 },
@@ -62,7 +73,13 @@ describe('POST /api/v2/orders', () => {
     const plenty = await createProduct(app, {}, 10);
     const scarce = await createProduct(app, {}, 1);
 
-    const response = await create(customer.auth, { customerId: customer.id, items: [{ productId: plenty.id, quantity: 5 }, { productId: scarce.id, quantity: 2 }] });
+    const response = await create(customer.auth, {
+      customerId: customer.id,
+      items: [
+        { productId: plenty.id, quantity: 5 },
+        { productId: scarce.id, quantity: 2 },
+      ],
+    });
 
     expect(response.statusCode).toBe(422);
     expect(response.json()).toMatchObject({ type: `${TYPES}/business-rule-violation`, productId: scarce.id });
@@ -77,8 +94,16 @@ describe('POST /api/v2/orders', () => {
     const line = [{ productId: product.id, quantity: 1 }];
 
     const forbidden = await create(customer.auth, { customerId: other.id, items: line });
-    const byAdmin = await api({ method: 'POST', url: '/api/v2/orders', payload: { customerId: other.id, items: line } });
-    const unknown = await api({ method: 'POST', url: '/api/v2/orders', payload: { customerId: 987654321, items: line } });
+    const byAdmin = await api({
+      method: 'POST',
+      url: '/api/v2/orders',
+      payload: { customerId: other.id, items: line },
+    });
+    const unknown = await api({
+      method: 'POST',
+      url: '/api/v2/orders',
+      payload: { customerId: 987654321, items: line },
+    });
 
     expect(forbidden.statusCode).toBe(403);
     expect(forbidden.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="admin"');
@@ -92,7 +117,13 @@ describe('POST /api/v2/orders', () => {
     const customer = await aCustomer(app);
     const product = await createProduct(app, { price: 1 }, 10);
 
-    const response = await create(customer.auth, { customerId: customer.id, items: [{ productId: product.id, quantity: 2 }, { productId: product.id, quantity: 3 }] });
+    const response = await create(customer.auth, {
+      customerId: customer.id,
+      items: [
+        { productId: product.id, quantity: 2 },
+        { productId: product.id, quantity: 3 },
+      ],
+    });
 
     expect(response.json().total).toBe(5);
     expect(await stockOf(app, product.id)).toEqual({ available: 5, reserved: 5 });
@@ -103,20 +134,38 @@ describe('other /api/v2/orders routes use the typed form', () => {
   it('answers a missing order with entity-not-found', async () => {
     const response = await api({ method: 'GET', url: '/api/v2/orders/987654321' });
 
-    expect(response.json()).toEqual({ type: `${TYPES}/entity-not-found`, title: 'Entity Not Found', status: 404, detail: 'Order 987654321 not found', instance: '/api/v2/orders/987654321' });
+    expect(response.json()).toEqual({
+      type: `${TYPES}/entity-not-found`,
+      title: 'Entity Not Found',
+      status: 404,
+      detail: 'Order 987654321 not found',
+      instance: '/api/v2/orders/987654321',
+    });
   });
 
   it('answers state conflicts with the typed conflict and currentStatus', async () => {
     const customer = await aCustomer(app);
     const product = await createProduct(app, {}, 10);
-    const order = (await create(customer.auth, { customerId: customer.id, items: [{ productId: product.id, quantity: 1 }] })).json();
+    const order = (
+      await create(customer.auth, { customerId: customer.id, items: [{ productId: product.id, quantity: 1 }] })
+    ).json();
     await api({ method: 'POST', url: `/api/v2/orders/${order.id}/cancellation`, payload: { reason: 'test' } });
 
-    const again = await api({ method: 'POST', url: `/api/v2/orders/${order.id}/cancellation`, payload: { reason: 'again' } });
+    const again = await api({
+      method: 'POST',
+      url: `/api/v2/orders/${order.id}/cancellation`,
+      payload: { reason: 'again' },
+    });
     const ship = await api({ method: 'POST', url: `/api/v2/orders/${order.id}/shipment` });
     const noReason = await api({ method: 'POST', url: `/api/v2/orders/${order.id}/cancellation` });
 
-    expect(again.json()).toEqual({ type: `${TYPES}/conflict`, title: 'Conflict', status: 409, detail: `Order ${order.id} is already cancelled.`, instance: `/api/v2/orders/${order.id}/cancellation` });
+    expect(again.json()).toEqual({
+      type: `${TYPES}/conflict`,
+      title: 'Conflict',
+      status: 409,
+      detail: `Order ${order.id} is already cancelled.`,
+      instance: `/api/v2/orders/${order.id}/cancellation`,
+    });
     expect(ship.json()).toEqual({
       type: `${TYPES}/conflict`,
       title: 'Conflict',
@@ -125,6 +174,9 @@ describe('other /api/v2/orders routes use the typed form', () => {
       instance: `/api/v2/orders/${order.id}/shipment`,
       currentStatus: 'CANCELLED',
     });
-    expect(noReason.json()).toMatchObject({ title: 'Validation Failed', fieldErrors: [{ field: 'reason', message: 'must not be blank' }] });
+    expect(noReason.json()).toMatchObject({
+      title: 'Validation Failed',
+      fieldErrors: [{ field: 'reason', message: 'must not be blank' }],
+    });
   });
 });

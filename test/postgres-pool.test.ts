@@ -83,7 +83,12 @@ describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool 
     const pool = new PostgresPool(url!, 3, { onnotice: () => {} }, { pipelineDepth: 4 });
     try {
       expect(pool.clients.map((c) => c.sql.options.max)).toEqual([1, 1, 1]);
-      const pids = (n: number) => Promise.all(Array.from({ length: n }, () => pool.query('select pg_backend_pid() as pid', []).then((rows) => rows[0]!.pid as number)));
+      const pids = (n: number) =>
+        Promise.all(
+          Array.from({ length: n }, () =>
+            pool.query('select pg_backend_pid() as pid', []).then((rows) => rows[0]!.pid as number),
+          ),
+        );
       expect(new Set(await pids(4)).size).toBe(1);
       expect(new Set(await pids(12)).size).toBe(3);
     } finally {

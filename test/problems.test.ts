@@ -8,29 +8,60 @@ const api = asAdmin(app);
 
 describe('framework errors', () => {
   it('answers malformed JSON with 400', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'application/json' }, payload: '{"name": "x",' });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"name": "x",',
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.headers['content-type']).toBe('application/problem+json');
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request body is not valid JSON.', instance: '/api/v1/users' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request body is not valid JSON.',
+      instance: '/api/v1/users',
+    });
   });
 
   it('rejects a prototype-poisoning body', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'application/json' }, payload: '{"__proto__": {"admin": true}}' });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"__proto__": {"admin": true}}',
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().title).toBe('Bad Request');
   });
 
   it('answers a body over 1 MiB with 413', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(1024 * 1024) }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ name: 'x'.repeat(1024 * 1024) }),
+    });
 
     expect(response.statusCode).toBe(413);
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Content Too Large', status: 413, detail: 'The request body is larger than 1 MiB.', instance: '/api/v1/users' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Content Too Large',
+      status: 413,
+      detail: 'The request body is larger than 1 MiB.',
+      instance: '/api/v1/users',
+    });
   });
 
   it('answers a body of another media type with 415', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', headers: { 'content-type': 'text/plain' }, payload: 'name=x' });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'content-type': 'text/plain' },
+      payload: 'name=x',
+    });
 
     expect(response.statusCode).toBe(415);
     expect(response.json()).toEqual({
@@ -43,7 +74,11 @@ describe('framework errors', () => {
   });
 
   it('answers a body without Content-Type with 415', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: Buffer.from(JSON.stringify(aUserRequest())) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: Buffer.from(JSON.stringify(aUserRequest())),
+    });
 
     expect(response.statusCode).toBe(415);
     expect(response.json().title).toBe('Unsupported Media Type');
@@ -53,7 +88,13 @@ describe('framework errors', () => {
     const response = await api({ method: 'GET', url: '/api/v1/nothing-here?x=1' });
 
     expect(response.statusCode).toBe(404);
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Not Found', status: 404, detail: 'No resource exists at /api/v1/nothing-here.', instance: '/api/v1/nothing-here' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Not Found',
+      status: 404,
+      detail: 'No resource exists at /api/v1/nothing-here.',
+      instance: '/api/v1/nothing-here',
+    });
   });
 
   it('answers a known path asked with another method with 405 and Allow', async () => {
@@ -86,7 +127,13 @@ describe('framework errors', () => {
     });
   });
 
-  it.each(['application/json', 'application/*', '*/*', 'text/html, application/json;q=0.5', 'application/json; charset=utf-8'])('accepts Accept: %s', async (accept) => {
+  it.each([
+    'application/json',
+    'application/*',
+    '*/*',
+    'text/html, application/json;q=0.5',
+    'application/json; charset=utf-8',
+  ])('accepts Accept: %s', async (accept) => {
     const response = await api({ method: 'GET', url: '/api/v1/users', headers: { accept } });
 
     expect(response.statusCode).toBe(200);
@@ -116,7 +163,11 @@ describe('request ids and common headers', () => {
   });
 
   it('replaces an X-Request-Id that could forge log lines', async () => {
-    const response = await api({ method: 'GET', url: '/api/public/health/live', headers: { 'x-request-id': 'a b\tc"{}' } });
+    const response = await api({
+      method: 'GET',
+      url: '/api/public/health/live',
+      headers: { 'x-request-id': 'a b\tc"{}' },
+    });
 
     expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });

@@ -12,7 +12,12 @@ describe('POST /api/products', () => {
   it('creates a product at version 1 with 201, Location and stock 0/0', async () => {
     const request = aProductRequest({ price: 12.5 });
 
-    const response = await api({ method: 'POST', url: '/api/products', payload: request, headers: { host: 'shop.test' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/products',
+      payload: request,
+      headers: { host: 'shop.test' },
+    });
 
     expect(response.statusCode).toBe(201);
     const product = response.json();
@@ -37,7 +42,11 @@ describe('POST /api/products', () => {
   });
 
   it('answers validation failures in the typed form with fieldErrors', async () => {
-    const response = await api({ method: 'POST', url: '/api/products', payload: { sku: '', name: 'x', price: 1.234, description: 'd'.repeat(2001) } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/products',
+      payload: { sku: '', name: 'x', price: 1.234, description: 'd'.repeat(2001) },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({
@@ -66,7 +75,11 @@ describe('POST /api/products', () => {
   it('answers a duplicate SKU with a typed 409 naming sku', async () => {
     const product = await createProduct(app);
 
-    const response = await api({ method: 'POST', url: '/api/products', payload: aProductRequest({ sku: product.sku }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/products',
+      payload: aProductRequest({ sku: product.sku }),
+    });
 
     expect(response.statusCode).toBe(409);
     expect(response.json()).toEqual({
@@ -100,14 +113,23 @@ describe('GET /api/products/{id}', () => {
     const response = await api({ method: 'GET', url: '/api/products/987654321' });
 
     expect(response.statusCode).toBe(404);
-    expect(response.json()).toEqual({ type: `${TYPES}/entity-not-found`, title: 'Entity Not Found', status: 404, detail: 'Product 987654321 not found', instance: '/api/products/987654321' });
+    expect(response.json()).toEqual({
+      type: `${TYPES}/entity-not-found`,
+      title: 'Entity Not Found',
+      status: 404,
+      detail: 'Product 987654321 not found',
+      instance: '/api/products/987654321',
+    });
     expect(response.headers.etag).toBeUndefined();
   });
 
   it('answers a bad id in the typed validation form', async () => {
     const response = await api({ method: 'GET', url: '/api/products/abc' });
 
-    expect(response.json()).toMatchObject({ title: 'Validation Failed', fieldErrors: [{ field: 'id', message: 'must be an integer' }] });
+    expect(response.json()).toMatchObject({
+      title: 'Validation Failed',
+      fieldErrors: [{ field: 'id', message: 'must be an integer' }],
+    });
   });
 });
 
@@ -115,7 +137,11 @@ describe('PUT and DELETE /api/products/{id}', () => {
   it('replaces the product and increments its version', async () => {
     const product = await createProduct(app);
 
-    const response = await api({ method: 'PUT', url: `/api/products/${product.id}`, payload: { sku: product.sku, name: 'Renamed', price: 5 } });
+    const response = await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      payload: { sku: product.sku, name: 'Renamed', price: 5 },
+    });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ id: product.id, name: 'Renamed', price: 5, description: null, version: 2 });
@@ -137,9 +163,22 @@ describe('PUT and DELETE /api/products/{id}', () => {
     const product = await createProduct(app);
     const reader = await bearer({ sub: '5', scope: 'products:read' });
 
-    const read = await app.inject({ method: 'GET', url: `/api/products/${product.id}`, headers: { authorization: reader } });
-    const write = await app.inject({ method: 'DELETE', url: `/api/products/${product.id}`, headers: { authorization: reader } });
-    const stockWrite = await app.inject({ method: 'PUT', url: `/api/stock/${product.id}`, headers: { authorization: reader }, payload: { available: 1 } });
+    const read = await app.inject({
+      method: 'GET',
+      url: `/api/products/${product.id}`,
+      headers: { authorization: reader },
+    });
+    const write = await app.inject({
+      method: 'DELETE',
+      url: `/api/products/${product.id}`,
+      headers: { authorization: reader },
+    });
+    const stockWrite = await app.inject({
+      method: 'PUT',
+      url: `/api/stock/${product.id}`,
+      headers: { authorization: reader },
+      payload: { available: 1 },
+    });
 
     expect(read.statusCode).toBe(200);
     expect(write.statusCode).toBe(403);
@@ -156,13 +195,22 @@ describe('/api/stock/{productId}', () => {
 
     expect(response.statusCode).toBe(200);
     expect(response.headers['cache-control']).toBe('no-cache');
-    expect(response.json()).toEqual({ productId: product.id, available: 10, reserved: 0, updatedAt: expect.stringMatching(/Z$/) });
+    expect(response.json()).toEqual({
+      productId: product.id,
+      available: 10,
+      reserved: 0,
+      updatedAt: expect.stringMatching(/Z$/),
+    });
   });
 
   it('sets available with PUT', async () => {
     const product = await createProduct(app);
 
-    const response = await api({ method: 'PUT', url: `/api/stock/${product.id}`, payload: { available: 42, reserved: 99 } });
+    const response = await api({
+      method: 'PUT',
+      url: `/api/stock/${product.id}`,
+      payload: { available: 42, reserved: 99 },
+    });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ productId: product.id, available: 42, reserved: 0 });
@@ -175,7 +223,11 @@ describe('/api/stock/{productId}', () => {
     const missing = await api({ method: 'PUT', url: '/api/stock/987654321', payload: { available: 1 } });
     const read = await api({ method: 'GET', url: '/api/stock/987654321' });
 
-    expect(negative.json()).toMatchObject({ status: 400, title: 'Validation Failed', fieldErrors: [{ field: 'available', message: 'must be greater than or equal to 0' }] });
+    expect(negative.json()).toMatchObject({
+      status: 400,
+      title: 'Validation Failed',
+      fieldErrors: [{ field: 'available', message: 'must be greater than or equal to 0' }],
+    });
     expect(missing.statusCode).toBe(404);
     expect(read.json()).toMatchObject({ title: 'Entity Not Found', detail: 'Product 987654321 not found' });
   });

@@ -31,11 +31,21 @@ describe('GET /api/public/openapi.json', () => {
     const doc = response.json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths)).toEqual(
-      expect.arrayContaining(['/api/v1/users', '/api/v1/users/{id}', '/api/v1/users/{id}/password-changes', '/api/v1/users/{id}/password-resets', '/api/public/health/ready']),
+      expect.arrayContaining([
+        '/api/v1/users',
+        '/api/v1/users/{id}',
+        '/api/v1/users/{id}/password-changes',
+        '/api/v1/users/{id}/password-resets',
+        '/api/public/health/ready',
+      ]),
     );
     const create = doc.paths['/api/v1/users'].post;
     expect(create.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password']);
-    expect(create.requestBody.content['application/json'].schema.properties.password).toMatchObject({ minLength: 8, maxLength: 72, writeOnly: true });
+    expect(create.requestBody.content['application/json'].schema.properties.password).toMatchObject({
+      minLength: 8,
+      maxLength: 72,
+      writeOnly: true,
+    });
     expect(create.responses['201'].content['application/json'].schema.properties).not.toHaveProperty('passwordHash');
     expect(create.responses['409'].content).toHaveProperty('application/problem+json');
     expect(doc.components.securitySchemes.bearerAuth).toEqual({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
@@ -60,36 +70,65 @@ describe('the OpenAPI document covers every route', () => {
         '/api/v1/orders/{id}/items',
       ]),
     );
-    expect(doc.paths['/api/v1/orders/{id}/cancellation'].post.requestBody.content['application/json'].schema.required).toEqual(['reason']);
+    expect(
+      doc.paths['/api/v1/orders/{id}/cancellation'].post.requestBody.content['application/json'].schema.required,
+    ).toEqual(['reason']);
     expect(doc.paths['/api/products/{id}'].get.responses).toHaveProperty('304');
   });
 
   it('documents both versions, with their vendor media types and how to select one', async () => {
     const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
 
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v2/users', '/api/v2/users/{id}', '/api/v2/orders', '/api/v2/orders/{id}/items']));
-    expect(Object.keys(doc.paths['/api/v1/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v1+json']);
-    expect(Object.keys(doc.paths['/api/v2/users/{id}'].get.responses['200'].content)).toEqual(['application/json', 'application/vnd.resource-api.v2+json']);
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/api/v2/users', '/api/v2/users/{id}', '/api/v2/orders', '/api/v2/orders/{id}/items']),
+    );
+    expect(Object.keys(doc.paths['/api/v1/users/{id}'].get.responses['200'].content)).toEqual([
+      'application/json',
+      'application/vnd.resource-api.v1+json',
+    ]);
+    expect(Object.keys(doc.paths['/api/v2/users/{id}'].get.responses['200'].content)).toEqual([
+      'application/json',
+      'application/vnd.resource-api.v2+json',
+    ]);
     expect(Object.keys(doc.paths['/api/products/{id}'].get.responses['200'].content)).toEqual(['application/json']);
-    expect(doc.paths['/api/v2/users'].post.requestBody.content['application/json'].schema.required).toEqual(['name', 'email', 'password', 'age', 'address']);
-    expect(doc.paths['/api/v2/orders'].post.requestBody.content['application/json'].schema.properties.items).toMatchObject({ minItems: 1 });
+    expect(doc.paths['/api/v2/users'].post.requestBody.content['application/json'].schema.required).toEqual([
+      'name',
+      'email',
+      'password',
+      'age',
+      'address',
+    ]);
+    expect(
+      doc.paths['/api/v2/orders'].post.requestBody.content['application/json'].schema.properties.items,
+    ).toMatchObject({ minItems: 1 });
     expect(doc.info.description).toContain('X-API-Version');
     expect(doc.info.description).toContain('application/vnd.resource-api.vN+json');
   });
 
   it('gives every operation a success response and its problems as application/problem+json', async () => {
     const doc = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json();
-    const operations = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }>; security?: unknown[] }>>).flatMap(
-      ([path, methods]) => Object.entries(methods).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, path, op })),
+    const operations = Object.entries(
+      doc.paths as Record<
+        string,
+        Record<string, { responses: Record<string, { content?: Record<string, unknown> }>; security?: unknown[] }>
+      >,
+    ).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, path, op })),
     );
 
     expect(operations.length).toBeGreaterThan(25);
     for (const { name, path, op } of operations) {
       const statuses = Object.keys(op.responses);
-      expect(statuses.some((s) => /^2\d\d$/.test(s)), name).toBe(true);
+      expect(
+        statuses.some((s) => /^2\d\d$/.test(s)),
+        name,
+      ).toBe(true);
       if (!path.startsWith('/api/public/')) {
         expect(statuses, name).toEqual(expect.arrayContaining(['401', '403']));
-        for (const status of statuses.filter((s) => /^[45]\d\d$/.test(s))) expect(Object.keys(op.responses[status]!.content ?? {}), `${name} ${status}`).toEqual(['application/problem+json']);
+        for (const status of statuses.filter((s) => /^[45]\d\d$/.test(s)))
+          expect(Object.keys(op.responses[status]!.content ?? {}), `${name} ${status}`).toEqual([
+            'application/problem+json',
+          ]);
       }
     }
   });

@@ -18,7 +18,10 @@ let sequence = 0;
 const aCaller = () => bearer({ sub: `rl-${process.pid}-${Date.now()}-${sequence++}`, scope: 'orders:read' });
 const anAddress = () => `10.9.${(sequence >> 8) & 255}.${sequence++ & 255}`;
 
-const ratelimit = (headers: Record<string, unknown>) => ({ policy: headers['ratelimit-policy'], value: headers.ratelimit });
+const ratelimit = (headers: Record<string, unknown>) => ({
+  policy: headers['ratelimit-policy'],
+  value: headers.ratelimit,
+});
 
 describe('quotas in the process', async () => {
   const { app } = await buildTestApp({ RATE_LIMIT_PER_MINUTE: '3', RATE_LIMIT_ANONYMOUS_PER_MINUTE: '2' });
@@ -27,13 +30,16 @@ describe('quotas in the process', async () => {
     await clearOfBoundary();
     const auth = await aCaller();
     const answers = [];
-    for (let i = 0; i < 4; i++) answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
+    for (let i = 0; i < 4; i++)
+      answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
 
     expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 429]);
     const t = Number(/;t=(\d+)$/.exec(String(answers[0]!.headers.ratelimit))![1]);
     expect(t).toBeGreaterThanOrEqual(1);
     expect(t).toBeLessThanOrEqual(60);
-    expect(answers.map((a) => ratelimit(a.headers))).toEqual([0, 1, 2, 3].map((i) => ({ policy: '"default";q=3;w=60', value: `"default";r=${Math.max(0, 2 - i)};t=${t}` })));
+    expect(answers.map((a) => ratelimit(a.headers))).toEqual(
+      [0, 1, 2, 3].map((i) => ({ policy: '"default";q=3;w=60', value: `"default";r=${Math.max(0, 2 - i)};t=${t}` })),
+    );
     const limited = answers[3]!;
     expect(limited.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(limited.headers['retry-after']).toBe(String(t));
@@ -49,7 +55,8 @@ describe('quotas in the process', async () => {
   it('gives every caller a quota of its own', async () => {
     await clearOfBoundary();
     const [a, b] = [await aCaller(), await aCaller()];
-    for (let i = 0; i < 3; i++) await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: a } });
+    for (let i = 0; i < 3; i++)
+      await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: a } });
     const other = await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: b } });
     expect(other.statusCode).toBe(200);
     expect(other.headers.ratelimit).toMatch(/^"default";r=2;t=\d+$/);
@@ -58,59 +65,123 @@ describe('quotas in the process', async () => {
   it('counts anonymous requests by address: public paths and 401s, not health probes or preflights', async () => {
     await clearOfBoundary();
     const address = anAddress();
-    const probes = await Promise.all(Array.from({ length: 5 }, () => app.inject({ method: 'GET', url: '/api/public/health/live', remoteAddress: address })));
-    const preflight = await app.inject({ method: 'OPTIONS', url: '/api/v1/orders', remoteAddress: address, headers: { origin: 'https://x.example', 'access-control-request-method': 'GET' } });
-    const publicPath = await app.inject({ method: 'GET', url: '/api/public/problems/conflict', remoteAddress: address });
+    const probes = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        app.inject({ method: 'GET', url: '/api/public/health/live', remoteAddress: address }),
+      ),
+    );
+    const preflight = await app.inject({
+      method: 'OPTIONS',
+      url: '/api/v1/orders',
+      remoteAddress: address,
+      headers: { origin: 'https://x.example', 'access-control-request-method': 'GET' },
+    });
+    const publicPath = await app.inject({
+      method: 'GET',
+      url: '/api/public/problems/conflict',
+      remoteAddress: address,
+    });
     const unauthenticated = await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: address });
-    const guessing = await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: address, headers: { authorization: 'Bearer not.a.token' } });
+    const guessing = await app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      remoteAddress: address,
+      headers: { authorization: 'Bearer not.a.token' },
+    });
 
     expect(probes.every((p) => p.statusCode === 200 && p.headers.ratelimit === undefined)).toBe(true);
     expect(preflight.headers.ratelimit).toBeUndefined();
     expect(publicPath.statusCode).toBe(200);
-    expect(ratelimit(publicPath.headers)).toMatchObject({ policy: '"default";q=2;w=60', value: expect.stringMatching(/^"default";r=1;/) });
+    expect(ratelimit(publicPath.headers)).toMatchObject({
+      policy: '"default";q=2;w=60',
+      value: expect.stringMatching(/^"default";r=1;/),
+    });
     expect(unauthenticated.statusCode).toBe(401);
     expect(unauthenticated.headers.ratelimit).toMatch(/^"default";r=0;/);
     expect(guessing.statusCode).toBe(429);
     expect(guessing.json().title).toBe('Too Many Requests');
     // Another address is not affected.
-    expect((await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: anAddress() })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: anAddress() })).statusCode).toBe(
+      401,
+    );
   });
 
   it('documents 429 and the RateLimit fields on every operation but the health probes', async () => {
-    const document = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json<{ paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, unknown> }> }>> }>();
-    const operations = Object.entries(document.paths).flatMap(([path, methods]) => Object.values(methods).map((op) => ({ path, op })));
+    const document = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json<{
+      paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, unknown> }> }>>;
+    }>();
+    const operations = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.values(methods).map((op) => ({ path, op })),
+    );
     const counted = operations.filter(({ path }) => !path.startsWith('/api/public/health/'));
     expect(counted.length).toBeGreaterThan(30);
     for (const { path, op } of counted) {
       expect(op.responses['429'], path).toBeDefined();
-      expect(Object.keys(op.responses['429']!.headers ?? {}), path).toEqual(expect.arrayContaining(['Retry-After', 'RateLimit', 'RateLimit-Policy']));
+      expect(Object.keys(op.responses['429']!.headers ?? {}), path).toEqual(
+        expect.arrayContaining(['Retry-After', 'RateLimit', 'RateLimit-Policy']),
+      );
     }
-    expect(operations.filter(({ path }) => path.startsWith('/api/public/health/')).every(({ op }) => op.responses['429'] === undefined)).toBe(true);
+    expect(
+      operations
+        .filter(({ path }) => path.startsWith('/api/public/health/'))
+        .every(({ op }) => op.responses['429'] === undefined),
+    ).toBe(true);
   });
 
   it('ignores X-Forwarded-For unless TRUST_PROXY is on', async () => {
     await clearOfBoundary();
     const address = anAddress();
-    const first = await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: address, headers: { 'x-forwarded-for': '203.0.113.1' } });
-    const second = await app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: address, headers: { 'x-forwarded-for': '203.0.113.2' } });
-    expect([first.headers.ratelimit, second.headers.ratelimit].map((v) => String(v).split(';')[1])).toEqual(['r=1', 'r=0']);
+    const first = await app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      remoteAddress: address,
+      headers: { 'x-forwarded-for': '203.0.113.1' },
+    });
+    const second = await app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      remoteAddress: address,
+      headers: { 'x-forwarded-for': '203.0.113.2' },
+    });
+    expect([first.headers.ratelimit, second.headers.ratelimit].map((v) => String(v).split(';')[1])).toEqual([
+      'r=1',
+      'r=0',
+    ]);
   });
 });
 
 describe('quotas behind a proxy, and quotas turned off', async () => {
-  const proxied = await buildTestApp({ TRUST_PROXY: 'true', RATE_LIMIT_PER_MINUTE: '0', RATE_LIMIT_ANONYMOUS_PER_MINUTE: '1' });
+  const proxied = await buildTestApp({
+    TRUST_PROXY: 'true',
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '1',
+  });
 
   it('takes the address from X-Forwarded-For behind TRUST_PROXY', async () => {
     await clearOfBoundary();
     const proxy = anAddress();
-    const a = await proxied.app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: proxy, headers: { 'x-forwarded-for': `198.51.100.${sequence++ & 255}` } });
-    const b = await proxied.app.inject({ method: 'GET', url: '/api/v1/orders', remoteAddress: proxy, headers: { 'x-forwarded-for': `198.51.100.${sequence++ & 255}` } });
+    const a = await proxied.app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      remoteAddress: proxy,
+      headers: { 'x-forwarded-for': `198.51.100.${sequence++ & 255}` },
+    });
+    const b = await proxied.app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      remoteAddress: proxy,
+      headers: { 'x-forwarded-for': `198.51.100.${sequence++ & 255}` },
+    });
     expect([a.statusCode, b.statusCode]).toEqual([401, 401]);
     expect([a.headers.ratelimit, b.headers.ratelimit].map((v) => String(v).split(';')[1])).toEqual(['r=0', 'r=0']);
   });
 
   it('sends no RateLimit fields for a quota set to 0', async () => {
-    const answer = await proxied.app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: await aCaller() } });
+    const answer = await proxied.app.inject({
+      method: 'GET',
+      url: '/api/v1/orders',
+      headers: { authorization: await aCaller() },
+    });
     expect(answer.statusCode).toBe(200);
     expect(answer.headers.ratelimit).toBeUndefined();
     expect(answer.headers['ratelimit-policy']).toBeUndefined();
@@ -159,10 +230,16 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
     await clearOfBoundary();
     const auth = await aCaller();
     const answers = [];
-    for (const app of [one.app, two.app, one.app, two.app, one.app, two.app]) answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
+    for (const app of [one.app, two.app, one.app, two.app, one.app, two.app])
+      answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
 
     expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 200, 429, 429]);
-    expect(answers.slice(0, 4).map((a) => String(a.headers.ratelimit).split(';')[1])).toEqual(['r=3', 'r=2', 'r=1', 'r=0']);
+    expect(answers.slice(0, 4).map((a) => String(a.headers.ratelimit).split(';')[1])).toEqual([
+      'r=3',
+      'r=2',
+      'r=1',
+      'r=0',
+    ]);
   });
 });
 
@@ -172,13 +249,16 @@ describe.runIf(runRedis)('when Redis cannot answer', async () => {
     const { app, logs } = await buildTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_MINUTE: '1' });
     const auth = await aCaller();
     const answers = [];
-    for (let i = 0; i < 4; i++) answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
+    for (let i = 0; i < 4; i++)
+      answers.push(await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } }));
     const ready = await app.inject({ method: 'GET', url: '/api/public/health/ready' });
 
     expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 200]);
     expect(answers.every((a) => a.headers.ratelimit === undefined)).toBe(true);
     expect(logs.filter((l) => String(l.msg).startsWith('rate-limit store unavailable'))).toHaveLength(1);
-    expect(await app.metrics.getSingleMetricAsString('rate_limit_store_errors_total')).toMatch(/rate_limit_store_errors_total 4$/m);
+    expect(await app.metrics.getSingleMetricAsString('rate_limit_store_errors_total')).toMatch(
+      /rate_limit_store_errors_total 4$/m,
+    );
     expect(ready.statusCode).toBe(200);
   });
 
@@ -187,7 +267,11 @@ describe.runIf(runRedis)('when Redis cannot answer', async () => {
     // A skipped suite is still collected, and its afterAll never runs: start nothing then.
     if (!runPrivate) return;
     const port = await freePort();
-    let server: ChildProcess | undefined = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    let server: ChildProcess | undefined = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
     afterAll(() => server?.kill('SIGKILL'));
     for (let i = 0; i < 50 && !(await reachable(port)); i++) await sleep(100);
     const { app } = await buildTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_MINUTE: '2' });
@@ -205,7 +289,9 @@ describe.runIf(runRedis)('when Redis cannot answer', async () => {
       const down = [await get(), await get()];
       expect(down.map((a) => a.statusCode)).toEqual([200, 200]);
       expect(down.every((a) => a.headers.ratelimit === undefined)).toBe(true);
-      expect(await app.metrics.getSingleMetricAsString('rate_limit_store_errors_total')).toMatch(/rate_limit_store_errors_total [2-9]$/m);
+      expect(await app.metrics.getSingleMetricAsString('rate_limit_store_errors_total')).toMatch(
+        /rate_limit_store_errors_total [2-9]$/m,
+      );
       expect((await app.inject({ method: 'GET', url: '/api/public/health/ready' })).statusCode).toBe(200);
     });
   });

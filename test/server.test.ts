@@ -39,13 +39,19 @@ describe.runIf(run)('the server process', () => {
     const { code, stderr } = await exited;
 
     expect(code).toBe(1);
-    expect(stderr).toBe('Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production\n');
+    expect(stderr).toBe(
+      'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production\n',
+    );
   });
 
   it('keeps the embedded database under DATA_DIR across a restart', async () => {
     const dataDir = await tempDir();
     const first = await runServer({ DATA_DIR: dataDir }).ready;
-    const created = await fetch(`${first.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: ADMIN }, body: JSON.stringify(aUserRequest()) });
+    const created = await fetch(`${first.url}/api/v1/users`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: ADMIN },
+      body: JSON.stringify(aUserRequest()),
+    });
     const user = (await created.json()) as { id: number };
     expect((await first.stop()).code).toBe(0);
 
@@ -69,7 +75,9 @@ describe.runIf(run)('the server process', () => {
     const { code } = await third.stop();
 
     expect(second.code).toBe(1);
-    expect(second.stderr).toBe(`The embedded database in ${join(dataDir, 'pglite')} is in use by process ${first.child.pid}; stop it first, or set DATA_DIR or DATABASE_URL\n`);
+    expect(second.stderr).toBe(
+      `The embedded database in ${join(dataDir, 'pglite')} is in use by process ${first.child.pid}; stop it first, or set DATA_DIR or DATABASE_URL\n`,
+    );
     expect(code).toBe(0);
   });
 
@@ -80,15 +88,30 @@ describe.runIf(run)('the server process', () => {
     const warm = await fetch(`${server.url}/api/public/health/live`);
     expect(warm.status).toBe(200);
     await new Promise<void>((resolve, reject) =>
-      httpRequest(`${server.url}/api/public/health/live`, { agent }, (res) => res.resume().on('end', resolve)).on('error', reject).end(),
+      httpRequest(`${server.url}/api/public/health/live`, { agent }, (res) => res.resume().on('end', resolve))
+        .on('error', reject)
+        .end(),
     );
     // An in-flight request: headers and half the body sent before the signal, the rest after.
     const body = JSON.stringify(aUserRequest());
     const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${server.url}/api/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: ADMIN } }, (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve({ status: res.statusCode!, body: text }));
-      });
+      const req = httpRequest(
+        `${server.url}/api/v1/users`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            authorization: ADMIN,
+          },
+        },
+        (res) => {
+          let text = '';
+          res
+            .on('data', (d: Buffer) => (text += d.toString()))
+            .on('end', () => resolve({ status: res.statusCode!, body: text }));
+        },
+      );
       req.on('error', reject);
       req.write(body.slice(0, 10));
       setTimeout(() => req.end(body.slice(10)), 300);
@@ -137,7 +160,13 @@ describe.runIf(run)('the server process', () => {
 
     const lines = server.logs.filter((l) => l.requestId === 'trace-me-42');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ msg: 'request completed', method: 'GET', url: '/api/public/problems/conflict', statusCode: 200, responseTime: expect.any(Number) });
+    expect(lines[0]).toMatchObject({
+      msg: 'request completed',
+      method: 'GET',
+      url: '/api/public/problems/conflict',
+      statusCode: 200,
+      responseTime: expect.any(Number),
+    });
     // Health probes are logged at debug only: nothing at info.
     expect(server.logs.filter((l) => l.requestId === 'probe-43' || l.requestId === 'probe-44')).toEqual([]);
   });

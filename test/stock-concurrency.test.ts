@@ -12,7 +12,9 @@ describe('stock under concurrency', () => {
     const product = await createProduct(app, { price: 1 }, 5);
     const customers = await Promise.all(Array.from({ length: 4 }, () => aCustomer(app)));
 
-    const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => placeOrder(app, customers[i % 4]!.auth, product.id, 1)));
+    const responses = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => placeOrder(app, customers[i % 4]!.auth, product.id, 1)),
+    );
 
     const statuses = responses.map((r) => r.statusCode);
     expect(statuses.filter((s) => s === 201)).toHaveLength(5);
@@ -24,9 +26,13 @@ describe('stock under concurrency', () => {
     const product = await createProduct(app, { price: 1 }, 10);
     const customer = await aCustomer(app);
 
-    const responses = await Promise.all(Array.from({ length: 12 }, (_, i) => placeOrder(app, customer.auth, product.id, (i % 3) + 2)));
+    const responses = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => placeOrder(app, customer.auth, product.id, (i % 3) + 2)),
+    );
 
-    const reserved = responses.filter((r) => r.statusCode === 201).reduce((sum, r) => sum + (r.json().total as number), 0);
+    const reserved = responses
+      .filter((r) => r.statusCode === 201)
+      .reduce((sum, r) => sum + (r.json().total as number), 0);
     const stock = await stockOf(app, product.id);
     expect(stock.reserved).toBe(reserved);
     expect(stock.available + stock.reserved).toBe(10);
@@ -39,7 +45,9 @@ describe('stock under concurrency', () => {
     const order = (await placeOrder(app, customer.auth, product.id, 4)).json();
 
     const responses = await Promise.all(
-      Array.from({ length: 10 }, () => api({ method: 'POST', url: `/api/v1/orders/${order.id}/cancellation`, payload: { reason: 'race' } })),
+      Array.from({ length: 10 }, () =>
+        api({ method: 'POST', url: `/api/v1/orders/${order.id}/cancellation`, payload: { reason: 'race' } }),
+      ),
     );
 
     expect(responses.map((r) => r.statusCode).sort()).toEqual([200, 409, 409, 409, 409, 409, 409, 409, 409, 409]);

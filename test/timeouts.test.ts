@@ -8,7 +8,10 @@ import { asAdmin, createUser } from './support/factories.js';
 import { buildTestApp, engine } from './support/test-app.js';
 
 /** Holds user `id`'s row (and on PGlite the whole session) until the returned release is called. */
-async function holdUser(db: Awaited<ReturnType<typeof buildTestApp>>['app']['db'], id: number): Promise<{ release: () => Promise<void> }> {
+async function holdUser(
+  db: Awaited<ReturnType<typeof buildTestApp>>['app']['db'],
+  id: number,
+): Promise<{ release: () => Promise<void> }> {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
   let locked!: () => void;
@@ -62,13 +65,20 @@ describe('REQUEST_TIMEOUT_MS', async () => {
 });
 
 describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
-  const { app } = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '300', DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: '400' });
+  const { app } = await buildTestApp({
+    DATABASE_STATEMENT_TIMEOUT_MS: '300',
+    DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: '400',
+  });
   const api = asAdmin(app);
 
   it('answers a statement cancelled by statement_timeout with 503 and Retry-After', async () => {
     const user = await createUser(app);
     const hold = await holdUser(app.db, user.id);
-    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Blocked Change' } });
+    const response = await api({
+      method: 'PATCH',
+      url: `/api/v1/users/${user.id}`,
+      payload: { name: 'Blocked Change' },
+    });
     await hold.release();
 
     expect(response.statusCode).toBe(503);
@@ -88,7 +98,13 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
     // The session is gone: the transaction fails (never hangs), and its connection is not
     // handed out again as if it were open.
     await expect(abandoned).rejects.toMatchObject({ code: 'DATABASE_UNAVAILABLE' });
-    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => app.db.transaction().execute(async (trx) => (await sql<{ n: number }>`select ${i}::int as n`.execute(trx)).rows[0]!.n)));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        app.db
+          .transaction()
+          .execute(async (trx) => (await sql<{ n: number }>`select ${i}::int as n`.execute(trx)).rows[0]!.n),
+      ),
+    );
     expect(results).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
 
     const user = await createUser(app);
@@ -96,7 +112,12 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
   });
 
   it('sets both limits on every session', async () => {
-    const { rows } = await sql<{ st: string; it: string }>`select current_setting('statement_timeout') as st, current_setting('idle_in_transaction_session_timeout') as it`.execute(app.db);
+    const { rows } = await sql<{
+      st: string;
+      it: string;
+    }>`select current_setting('statement_timeout') as st, current_setting('idle_in_transaction_session_timeout') as it`.execute(
+      app.db,
+    );
     expect(rows[0]).toEqual({ st: '300ms', it: '400ms' });
   });
 });

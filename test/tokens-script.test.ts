@@ -15,15 +15,27 @@ const ROOT = join(import.meta.dirname, '..');
 describe.runIf(engine === 'pglite')('development secret and npm run token', async () => {
   const dataDir = await mkdtemp(join(tmpdir(), 'resource-api-token-'));
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
-  const env = { PATH: process.env.PATH ?? '', NODE_ENV: 'development', LOG_FORMAT: 'json', DATA_DIR: dataDir, JWT_SECRET: '' };
+  const env = {
+    PATH: process.env.PATH ?? '',
+    NODE_ENV: 'development',
+    LOG_FORMAT: 'json',
+    DATA_DIR: dataDir,
+    JWT_SECRET: '',
+  };
 
   it('generates a secret once, logs how to get a token, and accepts the token the script prints', async () => {
     const server = await runServer({ ...env, DATABASE_URL: 'memory://' }).ready;
     const secretFile = join(dataDir, 'jwt-secret');
     const secret = await readFile(secretFile, 'utf8');
-    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts', '--sub', '5', '--scope', 'users:read'], { cwd: ROOT, env });
+    const { stdout } = await exec(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/token.ts', '--sub', '5', '--scope', 'users:read'],
+      { cwd: ROOT, env },
+    );
 
-    const response = await fetch(`${server.url}/api/v1/users/5`, { headers: { authorization: `Bearer ${stdout.trim()}` } });
+    const response = await fetch(`${server.url}/api/v1/users/5`, {
+      headers: { authorization: `Bearer ${stdout.trim()}` },
+    });
     await server.stop();
     const again = await runServer({ ...env, DATABASE_URL: 'memory://' }).ready;
     await again.stop();
@@ -38,6 +50,9 @@ describe.runIf(engine === 'pglite')('development secret and npm run token', asyn
   it('says how to use it when --sub is missing', async () => {
     const failed = exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts'], { cwd: ROOT, env });
 
-    await expect(failed).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('usage: npm run token -- --sub <user id>') });
+    await expect(failed).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('usage: npm run token -- --sub <user id>'),
+    });
   });
 });

@@ -10,11 +10,21 @@ describe('POST /api/v1/users', () => {
   it('creates a user and returns 201 with an absolute Location built from the request', async () => {
     const request = aUserRequest();
 
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: request, headers: { host: 'api.example.test:8443' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: request,
+      headers: { host: 'api.example.test:8443' },
+    });
 
     expect(response.statusCode).toBe(201);
     const user = response.json();
-    expect(user).toEqual({ id: expect.any(Number), name: request.name, email: request.email, createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}$/) });
+    expect(user).toEqual({
+      id: expect.any(Number),
+      name: request.name,
+      email: request.email,
+      createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}$/),
+    });
     expect(Object.keys(user)).toEqual(['id', 'name', 'email', 'createdAt']);
     expect(response.headers.location).toBe(`http://api.example.test:8443/api/v1/users/${user.id}`);
     expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
@@ -34,7 +44,11 @@ describe('POST /api/v1/users', () => {
   });
 
   it('never returns the password or its hash', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ password: 'a-very-secret-pass' }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ password: 'a-very-secret-pass' }),
+    });
 
     expect(response.body).not.toMatch(/password|a-very-secret-pass|argon2/i);
   });
@@ -43,15 +57,24 @@ describe('POST /api/v1/users', () => {
     const a = await createUser(app, { password: 'same-password-1' });
     const b = await createUser(app, { password: 'same-password-1' });
 
-    const rows = await app.db.selectFrom('users').select(['id', 'password_hash']).where('id', 'in', [a.id, b.id]).execute();
+    const rows = await app.db
+      .selectFrom('users')
+      .select(['id', 'password_hash'])
+      .where('id', 'in', [a.id, b.id])
+      .execute();
 
-    for (const row of rows) expect(row.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
+    for (const row of rows)
+      expect(row.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
     expect(rows[0]!.password_hash).not.toBe(rows[1]!.password_hash);
     expect(rows[0]!.password_hash).not.toContain('same-password-1');
   });
 
   it('ignores unknown members (spec 9.3)', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ role: 'admin', id: 999999, passwordHash: 'x' }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ role: 'admin', id: 999999, passwordHash: 'x' }),
+    });
 
     expect(response.statusCode).toBe(201);
     expect(Object.keys(response.json())).toEqual(['id', 'name', 'email', 'createdAt']);
@@ -59,7 +82,11 @@ describe('POST /api/v1/users', () => {
   });
 
   it('returns 400 listing every violated rule with Bean Validation messages, sorted by field then message', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: '', email: 'not-an-email', password: 'short' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name: '', email: 'not-an-email', password: 'short' },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.headers['content-type']).toBe('application/problem+json');
@@ -108,9 +135,21 @@ describe('POST /api/v1/users', () => {
   });
 
   it('checks lengths at their bounds', async () => {
-    const tooLong = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(101), password: 'p'.repeat(73) }) });
-    const atBounds = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'xy', password: 'p'.repeat(72) }) });
-    const longest = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ name: 'x'.repeat(100), password: 'p'.repeat(8) }) });
+    const tooLong = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ name: 'x'.repeat(101), password: 'p'.repeat(73) }),
+    });
+    const atBounds = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ name: 'xy', password: 'p'.repeat(72) }),
+    });
+    const longest = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ name: 'x'.repeat(100), password: 'p'.repeat(8) }),
+    });
 
     expect(tooLong.json().errors).toEqual([
       { field: 'name', message: 'size must be between 2 and 100', rejected: 'x'.repeat(101) },
@@ -121,7 +160,11 @@ describe('POST /api/v1/users', () => {
   });
 
   it('rejects values of the wrong JSON type without coercing them', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: { name: 12345, email: ['a@b.c'], password: true } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name: 12345, email: ['a@b.c'], password: true },
+    });
 
     expect(response.json().errors).toEqual([
       { field: 'email', message: 'must be a string', rejected: '["a@b.c"]' },
@@ -134,13 +177,23 @@ describe('POST /api/v1/users', () => {
     const response = await api({ method: 'POST', url: '/api/v1/users', headers: json, payload: '[1,2]' });
 
     expect(response.statusCode).toBe(400);
-    expect(response.json()).toEqual({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'The request body must be a JSON object.', instance: '/api/v1/users' });
+    expect(response.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request body must be a JSON object.',
+      instance: '/api/v1/users',
+    });
   });
 
   it('returns 409 with conflictingField for a duplicate e-mail, ignoring case', async () => {
     const first = await createUser(app);
 
-    const response = await api({ method: 'POST', url: '/api/v1/users', payload: aUserRequest({ email: first.email.toUpperCase() }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: aUserRequest({ email: first.email.toUpperCase() }),
+    });
 
     expect(response.statusCode).toBe(409);
     expect(response.json()).toEqual({
@@ -156,7 +209,9 @@ describe('POST /api/v1/users', () => {
   it('creates exactly one user when the same e-mail is posted concurrently', async () => {
     const request = aUserRequest();
 
-    const responses = await Promise.all(Array.from({ length: 8 }, () => api({ method: 'POST', url: '/api/v1/users', payload: request })));
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, () => api({ method: 'POST', url: '/api/v1/users', payload: request })),
+    );
 
     const statuses = responses.map((r) => r.statusCode).sort();
     expect(statuses).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
@@ -229,10 +284,21 @@ describe('GET /api/v1/users', () => {
     for (let i = 0; i < 5; i++) await createUser(app);
     const total = (await api({ method: 'GET', url: '/api/v1/users?size=1' })).json().totalElements as number;
 
-    const response = await api({ method: 'GET', url: '/api/v1/users?page=1&size=2&sort=name,desc', headers: { host: 'h.test' } });
+    const response = await api({
+      method: 'GET',
+      url: '/api/v1/users?page=1&size=2&sort=name,desc',
+      headers: { host: 'h.test' },
+    });
 
     const page = response.json();
-    expect(page).toMatchObject({ number: 1, size: 2, first: false, totalElements: total, totalPages: Math.ceil(total / 2), last: total <= 4 });
+    expect(page).toMatchObject({
+      number: 1,
+      size: 2,
+      first: false,
+      totalElements: total,
+      totalPages: Math.ceil(total / 2),
+      last: total <= 4,
+    });
     expect(page.content).toHaveLength(2);
     const lastPage = Math.ceil(total / 2) - 1;
     expect(response.headers.link).toBe(
@@ -249,7 +315,12 @@ describe('GET /api/v1/users', () => {
     await createUser(app, { name: 'Zed Same' });
     await createUser(app, { name: 'Zed Same' });
 
-    for (const [sort, key] of [['name', 'name'], ['email', 'email'], ['createdAt', 'createdAt'], ['id', 'id']] as const) {
+    for (const [sort, key] of [
+      ['name', 'name'],
+      ['email', 'email'],
+      ['createdAt', 'createdAt'],
+      ['id', 'id'],
+    ] as const) {
       for (const dir of ['asc', 'desc'] as const) {
         const page = (await api({ method: 'GET', url: `/api/v1/users?size=100&sort=${sort},${dir}` })).json();
         const rows = page.content as Record<string, string | number>[];
@@ -262,7 +333,10 @@ describe('GET /api/v1/users', () => {
         }
       }
     }
-    const byName = (await api({ method: 'GET', url: '/api/v1/users?size=100&sort=name,desc' })).json().content as { name: string; id: number }[];
+    const byName = (await api({ method: 'GET', url: '/api/v1/users?size=100&sort=name,desc' })).json().content as {
+      name: string;
+      id: number;
+    }[];
     const zeds = byName.filter((u) => u.name === 'Zed Same');
     expect(zeds[0]!.id).toBeLessThan(zeds[1]!.id);
   });
@@ -296,7 +370,11 @@ describe('GET /api/v1/users', () => {
       errors: [
         { field: 'page', message: 'must be greater than or equal to 0', rejected: '-1' },
         { field: 'size', message: 'must be greater than or equal to 1', rejected: '0' },
-        { field: 'sort', message: 'must be one of id, name, email, createdAt, optionally followed by ,asc or ,desc', rejected: 'password' },
+        {
+          field: 'sort',
+          message: 'must be one of id, name, email, createdAt, optionally followed by ,asc or ,desc',
+          rejected: 'password',
+        },
       ],
     });
   });
@@ -331,7 +409,11 @@ describe('PUT /api/v1/users/{id}', () => {
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await api({ method: 'PUT', url: '/api/v1/users/987654321', payload: { name: 'Somebody', email: 'somebody@example.com' } });
+    const response = await api({
+      method: 'PUT',
+      url: '/api/v1/users/987654321',
+      payload: { name: 'Somebody', email: 'somebody@example.com' },
+    });
 
     expect(response.statusCode).toBe(404);
     expect(response.json().title).toBe('Entity Not Found');
@@ -341,7 +423,11 @@ describe('PUT /api/v1/users/{id}', () => {
     const a = await createUser(app);
     const b = await createUser(app);
 
-    const response = await api({ method: 'PUT', url: `/api/v1/users/${b.id}`, payload: { name: b.name, email: a.email } });
+    const response = await api({
+      method: 'PUT',
+      url: `/api/v1/users/${b.id}`,
+      payload: { name: b.name, email: a.email },
+    });
 
     expect(response.statusCode).toBe(409);
     expect(response.json().conflictingField).toBe('email');
@@ -375,7 +461,11 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('ignores members that cannot be patched', async () => {
     const user = await createUser(app);
 
-    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { password: 'new-password-1', createdAt: '2000-01-01T00:00:00.000', id: 1 } });
+    const response = await api({
+      method: 'PATCH',
+      url: `/api/v1/users/${user.id}`,
+      payload: { password: 'new-password-1', createdAt: '2000-01-01T00:00:00.000', id: 1 },
+    });
 
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual(user);
@@ -384,7 +474,11 @@ describe('PATCH /api/v1/users/{id}', () => {
   it('validates the members sent as on create', async () => {
     const user = await createUser(app);
 
-    const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'x', email: 'bad' } });
+    const response = await api({
+      method: 'PATCH',
+      url: `/api/v1/users/${user.id}`,
+      payload: { name: 'x', email: 'bad' },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -403,7 +497,11 @@ describe('PATCH /api/v1/users/{id}', () => {
     const a = await createUser(app);
     const b = await createUser(app);
 
-    const response = await api({ method: 'PATCH', url: `/api/v1/users/${b.id}`, payload: { email: a.email.toUpperCase() } });
+    const response = await api({
+      method: 'PATCH',
+      url: `/api/v1/users/${b.id}`,
+      payload: { email: a.email.toUpperCase() },
+    });
 
     expect(response.statusCode).toBe(409);
     expect(response.json().conflictingField).toBe('email');
@@ -428,9 +526,21 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   it('changes the password with the current one, and then needs the new one', async () => {
     const user = await createUser(app, { password: 'first-password' });
 
-    const changed = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'second-password' } });
-    const withOld = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'first-password', newPassword: 'third-password' } });
-    const withNew = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: 'second-password', newPassword: 'third-password' } });
+    const changed = await api({
+      method: 'POST',
+      url: `/api/v1/users/${user.id}/password-changes`,
+      payload: { currentPassword: 'first-password', newPassword: 'second-password' },
+    });
+    const withOld = await api({
+      method: 'POST',
+      url: `/api/v1/users/${user.id}/password-changes`,
+      payload: { currentPassword: 'first-password', newPassword: 'third-password' },
+    });
+    const withNew = await api({
+      method: 'POST',
+      url: `/api/v1/users/${user.id}/password-changes`,
+      payload: { currentPassword: 'second-password', newPassword: 'third-password' },
+    });
 
     expect(changed.statusCode).toBe(204);
     expect(changed.body).toBe('');
@@ -448,7 +558,11 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   it('validates in the users form and never echoes a password', async () => {
     const user = await createUser(app);
 
-    const response = await api({ method: 'POST', url: `/api/v1/users/${user.id}/password-changes`, payload: { currentPassword: ' ', newPassword: 'short' } });
+    const response = await api({
+      method: 'POST',
+      url: `/api/v1/users/${user.id}/password-changes`,
+      payload: { currentPassword: ' ', newPassword: 'short' },
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual([
@@ -458,7 +572,11 @@ describe('POST /api/v1/users/{id}/password-changes', () => {
   });
 
   it('returns 404 for a missing user', async () => {
-    const response = await api({ method: 'POST', url: '/api/v1/users/987654321/password-changes', payload: { currentPassword: 'whatever1', newPassword: 'whatever2' } });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v1/users/987654321/password-changes',
+      payload: { currentPassword: 'whatever1', newPassword: 'whatever2' },
+    });
 
     expect(response.statusCode).toBe(404);
   });
@@ -496,7 +614,12 @@ describe('Location behind a proxy', async () => {
       method: 'POST',
       url: '/api/v1/users',
       payload: aUserRequest(),
-      headers: { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com', 'x-forwarded-port': '8443', 'x-forwarded-prefix': '/shop/' },
+      headers: {
+        'x-forwarded-proto': 'https',
+        'x-forwarded-host': 'api.example.com',
+        'x-forwarded-port': '8443',
+        'x-forwarded-prefix': '/shop/',
+      },
     });
 
     expect(response.headers.location).toBe(`https://api.example.com:8443/shop/api/v1/users/${response.json().id}`);
@@ -518,7 +641,12 @@ describe('Location behind a proxy', async () => {
       method: 'POST',
       url: '/api/v1/users',
       payload: aUserRequest(),
-      headers: { host: 'direct.test', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', 'x-forwarded-prefix': '/x' },
+      headers: {
+        host: 'direct.test',
+        'x-forwarded-proto': 'https',
+        'x-forwarded-host': 'evil.example',
+        'x-forwarded-prefix': '/x',
+      },
     });
 
     expect(response.headers.location).toBe(`http://direct.test/api/v1/users/${response.json().id}`);

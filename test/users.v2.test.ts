@@ -6,7 +6,8 @@ import { buildTestApp } from './support/test-app.js';
 const { app } = await buildTestApp();
 const api = asAdmin(app);
 const TYPES = 'http://localhost:8080/api/public/problems';
-const aV2User = (overrides: Record<string, unknown> = {}) => aUserRequest({ age: 36, address: { street: '12 St James Sq', postalCode: '10115' }, ...overrides });
+const aV2User = (overrides: Record<string, unknown> = {}) =>
+  aUserRequest({ age: 36, address: { street: '12 St James Sq', postalCode: '10115' }, ...overrides });
 
 describe('POST /api/v2/users', () => {
   it('creates a user with age and address', async () => {
@@ -16,13 +17,24 @@ describe('POST /api/v2/users', () => {
 
     expect(response.statusCode).toBe(201);
     const user = response.json();
-    expect(user).toEqual({ id: expect.any(Number), name: request.name, email: request.email, age: 36, address: { street: '12 St James Sq', postalCode: '10115' }, createdAt: expect.any(String) });
+    expect(user).toEqual({
+      id: expect.any(Number),
+      name: request.name,
+      email: request.email,
+      age: 36,
+      address: { street: '12 St James Sq', postalCode: '10115' },
+      createdAt: expect.any(String),
+    });
     expect(response.headers.location).toBe(`http://h.test/api/v2/users/${user.id}`);
     expect(response.body).not.toMatch(/password/i);
   });
 
   it('validates recursively, in the typed form, with nested field paths', async () => {
-    const response = await api({ method: 'POST', url: '/api/v2/users', payload: aV2User({ age: 17, address: { street: ' ', postalCode: '1234' } }) });
+    const response = await api({
+      method: 'POST',
+      url: '/api/v2/users',
+      payload: aV2User({ age: 17, address: { street: ' ', postalCode: '1234' } }),
+    });
 
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({
@@ -55,7 +67,10 @@ describe('POST /api/v2/users', () => {
     const response = await api({ method: 'POST', url: '/api/v2/users', payload: aV2User(overrides) });
 
     if (typeof expected === 'number') expect(response.statusCode).toBe(expected);
-    else expect(response.json().fieldErrors.map((e: { field: string; message: string }) => `${e.field}: ${e.message}`)).toEqual([expected]);
+    else
+      expect(
+        response.json().fieldErrors.map((e: { field: string; message: string }) => `${e.field}: ${e.message}`),
+      ).toEqual([expected]);
   });
 
   it('requires age and address', async () => {
@@ -73,7 +88,14 @@ describe('POST /api/v2/users', () => {
     const response = await api({ method: 'POST', url: '/api/v2/users', payload: aV2User({ email: existing.email }) });
 
     expect(response.statusCode).toBe(409);
-    expect(response.json()).toEqual({ type: `${TYPES}/conflict`, title: 'Conflict', status: 409, detail: 'A user with this email already exists.', instance: '/api/v2/users', conflictingField: 'email' });
+    expect(response.json()).toEqual({
+      type: `${TYPES}/conflict`,
+      title: 'Conflict',
+      status: 409,
+      detail: 'A user with this email already exists.',
+      instance: '/api/v2/users',
+      conflictingField: 'email',
+    });
   });
 });
 
@@ -91,10 +113,19 @@ describe('GET, PUT, PATCH /api/v2/users/{id}', () => {
 
   it('replaces every field with PUT, which requires them all', async () => {
     const user = (await api({ method: 'POST', url: '/api/v2/users', payload: aV2User() })).json();
-    const replacement = { name: 'New Name', email: `new.${user.id}@example.com`, age: 50, address: { street: 'Other St 1', postalCode: '54321' } };
+    const replacement = {
+      name: 'New Name',
+      email: `new.${user.id}@example.com`,
+      age: 50,
+      address: { street: 'Other St 1', postalCode: '54321' },
+    };
 
     const replaced = await api({ method: 'PUT', url: `/api/v2/users/${user.id}`, payload: replacement });
-    const partial = await api({ method: 'PUT', url: `/api/v2/users/${user.id}`, payload: { name: 'Only Name', email: user.email } });
+    const partial = await api({
+      method: 'PUT',
+      url: `/api/v2/users/${user.id}`,
+      payload: { name: 'Only Name', email: user.email },
+    });
 
     expect(replaced.statusCode).toBe(200);
     expect(replaced.json()).toEqual({ ...user, ...replacement });
@@ -125,7 +156,16 @@ describe('GET, PUT, PATCH /api/v2/users/{id}', () => {
     const missing = await api({ method: 'GET', url: '/api/v2/users/987654321' });
     const bad = await api({ method: 'GET', url: '/api/v2/users/abc' });
 
-    expect(missing.json()).toEqual({ type: `${TYPES}/entity-not-found`, title: 'Entity Not Found', status: 404, detail: 'User 987654321 not found', instance: '/api/v2/users/987654321' });
-    expect(bad.json()).toMatchObject({ title: 'Validation Failed', fieldErrors: [{ field: 'id', message: 'must be an integer' }] });
+    expect(missing.json()).toEqual({
+      type: `${TYPES}/entity-not-found`,
+      title: 'Entity Not Found',
+      status: 404,
+      detail: 'User 987654321 not found',
+      instance: '/api/v2/users/987654321',
+    });
+    expect(bad.json()).toMatchObject({
+      title: 'Validation Failed',
+      fieldErrors: [{ field: 'id', message: 'must be an integer' }],
+    });
   });
 });

@@ -9,7 +9,10 @@ const { app } = await buildTestApp();
 const api = asAdmin(app);
 const V1 = 'application/vnd.resource-api.v1+json';
 const V2 = 'application/vnd.resource-api.v2+json';
-const vary = (headers: Record<string, unknown>) => String(headers.vary ?? '').split(',').map((v) => v.trim());
+const vary = (headers: Record<string, unknown>) =>
+  String(headers.vary ?? '')
+    .split(',')
+    .map((v) => v.trim());
 
 describe('unversioned paths', () => {
   it('serve v1 when no version is asked for, with Vary: Accept, X-API-Version', async () => {
@@ -47,7 +50,11 @@ describe('unversioned paths', () => {
 
   it('answer an unknown version with 400 (header) or 406 (Accept)', async () => {
     const header = await api({ method: 'GET', url: '/api/users/1', headers: { 'x-api-version': '7' } });
-    const accept = await api({ method: 'GET', url: '/api/orders', headers: { accept: 'application/vnd.resource-api.v7+json' } });
+    const accept = await api({
+      method: 'GET',
+      url: '/api/orders',
+      headers: { accept: 'application/vnd.resource-api.v7+json' },
+    });
 
     expect(header.statusCode).toBe(400);
     expect(header.json()).toEqual({
@@ -73,7 +80,13 @@ describe('unversioned paths', () => {
       method: 'POST',
       url: '/api/users',
       headers: { 'x-api-version': '2', host: 'h.test' },
-      payload: { name: 'Version Two', email: `v2.${Date.now()}@example.com`, password: 'password-123', age: 30, address: { street: '1 Main St', postalCode: '12345' } },
+      payload: {
+        name: 'Version Two',
+        email: `v2.${Date.now()}@example.com`,
+        password: 'password-123',
+        age: 30,
+        address: { street: '1 Main St', postalCode: '12345' },
+      },
     });
     const list = await api({ method: 'GET', url: '/api/users?size=1', headers: { host: 'h.test' } });
 
@@ -87,7 +100,11 @@ describe('unversioned paths', () => {
       method: 'POST',
       url: '/api/users',
       headers: { 'content-type': V1, accept: V1 },
-      payload: JSON.stringify({ name: 'Vendor Body', email: `vendor.${Date.now()}@example.com`, password: 'password-123' }),
+      payload: JSON.stringify({
+        name: 'Vendor Body',
+        email: `vendor.${Date.now()}@example.com`,
+        password: 'password-123',
+      }),
     });
 
     expect(response.statusCode).toBe(201);
@@ -96,7 +113,12 @@ describe('unversioned paths', () => {
 
   it('use the chosen version’s problem form', async () => {
     const v1 = await api({ method: 'POST', url: '/api/users', payload: { name: 'x' } });
-    const v2 = await api({ method: 'POST', url: '/api/users', headers: { 'x-api-version': '2' }, payload: { name: 'x' } });
+    const v2 = await api({
+      method: 'POST',
+      url: '/api/users',
+      headers: { 'x-api-version': '2' },
+      payload: { name: 'x' },
+    });
 
     expect(v1.json()).toMatchObject({ title: 'Validation Error', instance: '/api/users' });
     expect(v1.json().errors[0]).toEqual({ field: 'email', message: 'must not be blank', rejected: null });
@@ -110,9 +132,21 @@ describe('unversioned paths', () => {
     const other = await createUser(app);
     const noScope = await bearer({ sub: String(me.id), scope: 'orders:read' });
 
-    const mine = await app.inject({ method: 'GET', url: `/api/users/${me.id}`, headers: { authorization: me.auth, 'x-api-version': '2' } });
-    const theirs = await app.inject({ method: 'GET', url: `/api/users/${other.id}`, headers: { authorization: me.auth, 'x-api-version': '2' } });
-    const forbidden = await app.inject({ method: 'GET', url: `/api/users/${me.id}`, headers: { authorization: noScope } });
+    const mine = await app.inject({
+      method: 'GET',
+      url: `/api/users/${me.id}`,
+      headers: { authorization: me.auth, 'x-api-version': '2' },
+    });
+    const theirs = await app.inject({
+      method: 'GET',
+      url: `/api/users/${other.id}`,
+      headers: { authorization: me.auth, 'x-api-version': '2' },
+    });
+    const forbidden = await app.inject({
+      method: 'GET',
+      url: `/api/users/${me.id}`,
+      headers: { authorization: noScope },
+    });
     const anonymous = await app.inject({ method: 'GET', url: '/api/users/1', headers: { 'x-api-version': '9' } });
 
     expect(mine.statusCode).toBe(200);

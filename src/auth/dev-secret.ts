@@ -10,7 +10,8 @@ export const DEV_SECRET_FILE = 'jwt-secret';
 /** The config with a development secret filled in when it needs one; as it was otherwise. */
 export async function withDevelopmentSecret(config: Config): Promise<{ config: Config; generated?: string }> {
   const { secret, publicKey, jwksUrl } = config.jwt;
-  if (config.env === 'production' || secret !== undefined || publicKey !== undefined || jwksUrl !== undefined) return { config };
+  if (config.env === 'production' || secret !== undefined || publicKey !== undefined || jwksUrl !== undefined)
+    return { config };
   const dir = resolve(config.dataDir);
   const file = join(dir, DEV_SECRET_FILE);
   let value: string;
@@ -25,5 +26,8 @@ export async function withDevelopmentSecret(config: Config): Promise<{ config: C
       value = (await readFile(file, 'utf8')).trim(); // another process wrote it first
     });
   }
-  return { config: Object.freeze({ ...config, jwt: Object.freeze({ ...config.jwt, secret: value }) }), generated: file };
+  return {
+    config: Object.freeze({ ...config, jwt: Object.freeze({ ...config.jwt, secret: value }) }),
+    generated: file,
+  };
 }

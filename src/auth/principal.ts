@@ -12,7 +12,12 @@ export interface Principal {
 export function principalFrom(subject: string, scopes: Iterable<string>): Principal {
   const set = new Set(scopes);
   const id = /^[1-9]\d{0,15}$/.test(subject) ? Number(subject) : undefined;
-  return { subject, userId: id !== undefined && Number.isSafeInteger(id) ? id : undefined, scopes: set, admin: set.has('admin') };
+  return {
+    subject,
+    userId: id !== undefined && Number.isSafeInteger(id) ? id : undefined,
+    scopes: set,
+    admin: set.has('admin'),
+  };
 }
 
 /** True when the caller may reach the user `id`: its own, or any with admin (OWASP API1). */

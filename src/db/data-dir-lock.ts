@@ -32,7 +32,9 @@ export function lockDataDir(dir: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number(readFileSync(path, 'utf8').trim());
       if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
-        throw new DataDirInUse(`The embedded database in ${dir} is in use by process ${owner}; stop it first, or set DATA_DIR or DATABASE_URL`);
+        throw new DataDirInUse(
+          `The embedded database in ${dir} is in use by process ${owner}; stop it first, or set DATA_DIR or DATABASE_URL`,
+        );
       }
       rmSync(path, { force: true }); // stale: its process is gone
     }

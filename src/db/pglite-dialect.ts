@@ -2,7 +2,14 @@
 // to COMMIT: every Kysely connection holds a mutex from acquire to release. A plain query holds
 // it for one statement; a transaction holds it for its whole life, so no other request's
 // statement can land inside it.
-import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type QueryResult,
+  type TransactionSettings,
+} from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
 import type { DirectRun } from './prepared.js';

@@ -1,5 +1,13 @@
 // What our two dialects share: both speak PostgreSQL, so they differ only in their driver.
-import { PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type Dialect, type Driver, type Kysely, type TransactionSettings } from 'kysely';
+import {
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type Dialect,
+  type Driver,
+  type Kysely,
+  type TransactionSettings,
+} from 'kysely';
 
 export function postgresDialect(createDriver: () => Driver): Dialect {
   return {

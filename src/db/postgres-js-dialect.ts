@@ -2,7 +2,14 @@
 // go through the shared connections, where postgres.js prepares and pipelines them; only a
 // transaction reserves a connection, from BEGIN to COMMIT/ROLLBACK. Connection-level failures
 // become DatabaseUnavailable (DESIGN §7).
-import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult, type TransactionSettings } from 'kysely';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type QueryResult,
+  type TransactionSettings,
+} from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import { canRetry, connectionLost, type PostgresPool, type Reservation } from './postgres-pool.js';
 import type { DirectRun } from './prepared.js';
@@ -32,9 +39,10 @@ class PostgresJsConnection implements DatabaseConnection {
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     try {
-      const result = this.#reserved === undefined
-        ? await this.pool.query(query.sql, query.parameters)
-        : await this.#onReserved(query.sql, query.parameters);
+      const result =
+        this.#reserved === undefined
+          ? await this.pool.query(query.sql, query.parameters)
+          : await this.#onReserved(query.sql, query.parameters);
       return MUTATIONS.has(result.command)
         ? { rows: [...result] as R[], numAffectedRows: BigInt(result.count) }
         : { rows: [...result] as R[] };

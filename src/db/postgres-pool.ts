@@ -16,7 +16,14 @@
 // waits only for the queries already in flight (a busy pipelined connection would otherwise
 // never drain). When every connection is held, transactions wait here in FIFO order and plain
 // queries wait in postgres.js behind the next release.
-import postgres, { type Options, type PendingQuery, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
+import postgres, {
+  type Options,
+  type PendingQuery,
+  type ReservedSql,
+  type Row,
+  type RowList,
+  type Sql,
+} from 'postgres';
 
 export function connectionLost(): Error {
   return Object.assign(new Error('The connection closed during a transaction'), { code: 'CONNECTION_CLOSED' });
@@ -63,7 +70,12 @@ export class PostgresPool {
   readonly #pipelineDepth: number;
 
   /** `pipelineDepth`: plain queries in flight on one connection before the next one is used. */
-  constructor(url: string, size: number, options: Options<Record<string, postgres.PostgresType>>, { pipelineDepth = 32 }: { pipelineDepth?: number } = {}) {
+  constructor(
+    url: string,
+    size: number,
+    options: Options<Record<string, postgres.PostgresType>>,
+    { pipelineDepth = 32 }: { pipelineDepth?: number } = {},
+  ) {
     if (!(size >= 1)) throw new RangeError(`pool size must be at least 1, not ${size}`);
     this.#pipelineDepth = pipelineDepth;
     this.clients = Array.from({ length: size }, () => {

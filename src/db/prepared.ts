@@ -25,7 +25,10 @@ export function withDirectRun<T extends object>(db: T, run: DirectRun): T {
  * Compiles `build(db, ...placeholders)` once. The placeholders must reach the query only as
  * bound values (where, limit…), never as SQL text, which Kysely guarantees for values.
  */
-export function prepare<R, A extends unknown[]>(arity: A['length'], build: (db: Kysely<Database>, ...args: A) => Compilable<R>): (db: Db, ...args: A) => Promise<R[]> {
+export function prepare<R, A extends unknown[]>(
+  arity: A['length'],
+  build: (db: Kysely<Database>, ...args: A) => Compilable<R>,
+): (db: Db, ...args: A) => Promise<R[]> {
   let template: { sql: string; slots: (number | { value: unknown })[] } | undefined;
   return async (db, ...args) => {
     if (template === undefined) {

@@ -4,7 +4,12 @@ import { CLOCK_TOLERANCE_SECONDS, TokenVerifier } from './auth.js';
 
 const SECRET = 'unit-test-secret-that-is-long-enough-for-hs256';
 const jwt = { secret: SECRET, publicKey: undefined, jwksUrl: undefined, issuer: undefined, audience: undefined };
-const sign = (exp: number, sub = '7') => new SignJWT({ scope: 'users:read admin' }).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setExpirationTime(exp).sign(new TextEncoder().encode(SECRET));
+const sign = (exp: number, sub = '7') =>
+  new SignJWT({ scope: 'users:read admin' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(sub)
+    .setExpirationTime(exp)
+    .sign(new TextEncoder().encode(SECRET));
 
 describe('TokenVerifier', () => {
   afterEach(() => vi.useRealTimers());

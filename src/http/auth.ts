@@ -4,7 +4,15 @@
 import { createPublicKey } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type CryptoKey, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import {
+  createRemoteJWKSet,
+  errors as joseErrors,
+  importSPKI,
+  jwtVerify,
+  type CryptoKey,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from 'jose';
 import { principalFrom, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { Forbidden, Unauthenticated } from '../errors.js';
@@ -54,7 +62,8 @@ export class TokenVerifier {
 
   static async create(jwt: Config['jwt'], options: AuthOptions = {}): Promise<TokenVerifier> {
     const cacheSize = options.tokenCacheSize ?? 10_000;
-    if (jwt.secret !== undefined) return new TokenVerifier(new TextEncoder().encode(jwt.secret), ['HS256'], jwt, cacheSize);
+    if (jwt.secret !== undefined)
+      return new TokenVerifier(new TextEncoder().encode(jwt.secret), ['HS256'], jwt, cacheSize);
     if (jwt.publicKey !== undefined) {
       const type = createPublicKey(jwt.publicKey).asymmetricKeyType;
       const alg = type === 'rsa' ? 'RS256' : type === 'ec' ? 'ES256' : undefined;
@@ -120,7 +129,8 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
   // A route cannot be added without stating its scope.
   app.addHook('onRoute', (route) => {
     if (route.method === 'OPTIONS' || isPublicPath(route.url)) return;
-    if (!route.config?.scope) throw new Error(`${String(route.method)} ${route.url} declares no scope (route config.scope, DESIGN §2)`);
+    if (!route.config?.scope)
+      throw new Error(`${String(route.method)} ${route.url} declares no scope (route config.scope, DESIGN §2)`);
   });
 
   app.decorateRequest('principal', null as unknown as Principal);
@@ -142,8 +152,10 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
     verifier.verify(token).then(
       (principal) => done(authorize(request, principal)),
       (error: unknown) => {
-        if (error instanceof joseErrors.JWTExpired) return reject(new Unauthenticated('The access token has expired.', true));
-        if (error instanceof joseErrors.JOSEError) return reject(new Unauthenticated('The access token is invalid.', true));
+        if (error instanceof joseErrors.JWTExpired)
+          return reject(new Unauthenticated('The access token has expired.', true));
+        if (error instanceof joseErrors.JOSEError)
+          return reject(new Unauthenticated('The access token is invalid.', true));
         done(error as Error);
       },
     );
@@ -154,7 +166,9 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
 function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
   request.principal = principal;
   const scope = request.routeOptions.config?.scope;
-  return scope !== undefined && !principal.scopes.has(scope) ? new Forbidden(`This request needs the ${scope} scope.`, scope) : undefined;
+  return scope !== undefined && !principal.scopes.has(scope)
+    ? new Forbidden(`This request needs the ${scope} scope.`, scope)
+    : undefined;
 }
 
 export default fp(auth, { name: 'auth', dependencies: ['request-context'] });

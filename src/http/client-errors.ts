@@ -41,5 +41,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
 /** A path to show as `instance` when the URL itself is malformed: printable ASCII, the rest percent-encoded. */
 export function safePath(url: string): string {
   const path = url.split('?')[0] ?? '/';
-  return path.replace(/[^\x21-\x7e]/gu, (c) => [...Buffer.from(c)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''));
+  return path.replace(/[^\x21-\x7e]/gu, (c) =>
+    [...Buffer.from(c)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+  );
 }

@@ -3,7 +3,14 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import Negotiator from 'negotiator';
-import { BodyTooDeep, MAX_BODY_DEPTH, UnstorableInput, mayHoldUnstorable, nestsDeeperThan, unstorableFields } from './body-guard.js';
+import {
+  BodyTooDeep,
+  MAX_BODY_DEPTH,
+  UnstorableInput,
+  mayHoldUnstorable,
+  nestsDeeperThan,
+  unstorableFields,
+} from './body-guard.js';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
@@ -55,16 +62,24 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   // A route that validates a body sees {} for a missing one, so every required field is
   // reported, instead of one message about the body as a whole.
   app.addHook('preValidation', (request, _reply, done) => {
-    if ((request.body === undefined || request.body === null) && request.routeOptions.schema?.body !== undefined) request.body = {};
+    if ((request.body === undefined || request.body === null) && request.routeOptions.schema?.body !== undefined)
+      request.body = {};
     done();
   });
 
   app.addHook('onRequest', (request, reply, done) => {
     const produces = request.routeOptions.config?.produces;
     const accept = request.headers.accept;
-    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json') return done();
-    if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined) return done();
-    sendProblem(reply, plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: requestPath(request) }));
+    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json')
+      return done();
+    if (
+      new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined
+    )
+      return done();
+    sendProblem(
+      reply,
+      plain(406, `This resource is available as ${produces.join(', ')}.`, { instance: requestPath(request) }),
+    );
   });
 }
 

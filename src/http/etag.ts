@@ -6,7 +6,10 @@ export function etagFor(version: number): string {
 }
 
 function tags(header: string): string[] {
-  return header.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  return header
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
 }
 
 /** True when the client's copy is current: answer 304. */

@@ -7,12 +7,22 @@ import { ProblemSchema } from './schemas.js';
 import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
 
 interface Operation {
-  responses?: Record<string, { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }>;
+  responses?: Record<
+    string,
+    { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }
+  >;
 }
 
 const RATE_LIMIT_HEADERS = {
-  RateLimit: { description: 'Remaining quota and seconds until the window resets (IETF RateLimit fields), e.g. `"default";r=599;t=42`', schema: { type: 'string' } },
-  'RateLimit-Policy': { description: 'The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60`', schema: { type: 'string' } },
+  RateLimit: {
+    description:
+      'Remaining quota and seconds until the window resets (IETF RateLimit fields), e.g. `"default";r=599;t=42`',
+    schema: { type: 'string' },
+  },
+  'RateLimit-Policy': {
+    description: 'The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60`',
+    schema: { type: 'string' },
+  },
 };
 
 /**
@@ -24,10 +34,14 @@ export function addRateLimitResponses(document: { paths?: Record<string, Record<
     if (path.startsWith('/api/public/health/')) continue;
     for (const operation of Object.values(methods)) {
       const responses = (operation.responses ??= {});
-      for (const response of Object.values(responses)) response.headers = { ...RATE_LIMIT_HEADERS, ...response.headers };
+      for (const response of Object.values(responses))
+        response.headers = { ...RATE_LIMIT_HEADERS, ...response.headers };
       responses['429'] ??= {
         description: 'Too Many Requests: the quota is used up (problem document)',
-        headers: { 'Retry-After': { description: 'Seconds until the quota resets', schema: { type: 'integer', minimum: 1 } }, ...RATE_LIMIT_HEADERS },
+        headers: {
+          'Retry-After': { description: 'Seconds until the quota resets', schema: { type: 'integer', minimum: 1 } },
+          ...RATE_LIMIT_HEADERS,
+        },
         content: { 'application/problem+json': { schema: ProblemSchema } },
       };
     }
@@ -38,14 +52,18 @@ export function addRateLimitResponses(document: { paths?: Record<string, Record<
  * spec 9.2: each versioned success response is also available as its vendor media type,
  * application/vnd.<vendor>.v<N>+json; the document says so next to application/json.
  */
-export function addVendorMediaTypes(document: { paths?: Record<string, Record<string, Operation>> }, vendor: string): void {
+export function addVendorMediaTypes(
+  document: { paths?: Record<string, Record<string, Operation>> },
+  vendor: string,
+): void {
   for (const [path, methods] of Object.entries(document.paths ?? {})) {
     const version = /^\/api\/v(\d+)\//.exec(path)?.[1];
     if (version === undefined) continue;
     for (const operation of Object.values(methods)) {
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const json = response.content?.['application/json'];
-        if (/^2\d\d$/.test(status) && json !== undefined) response.content![vendorMediaType(vendor, Number(version))] = json;
+        if (/^2\d\d$/.test(status) && json !== undefined)
+          response.content![vendorMediaType(vendor, Number(version))] = json;
       }
     }
   }

@@ -15,7 +15,15 @@ export interface PageEnvelope<T> {
 
 export function toPageEnvelope<T>(content: T[], total: number, page: number, size: number): PageEnvelope<T> {
   const totalPages = Math.ceil(total / size);
-  return { content, totalElements: total, totalPages, number: page, size, first: page === 0, last: page + 1 >= totalPages };
+  return {
+    content,
+    totalElements: total,
+    totalPages,
+    number: page,
+    size,
+    first: page === 0,
+    last: page + 1 >= totalPages,
+  };
 }
 
 /** Sets X-Total-Count and Link on the reply and returns the envelope to send. */

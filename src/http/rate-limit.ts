@@ -124,7 +124,11 @@ async function rateLimit(app: FastifyInstance, { now = Date.now }: { now?: () =>
     store = redis;
   }
   app.addHook('onClose', async () => store.close());
-  const misses = new Counter({ name: 'rate_limit_store_errors_total', help: 'Requests served uncounted because the rate-limit store did not answer', registers: [app.metrics] });
+  const misses = new Counter({
+    name: 'rate_limit_store_errors_total',
+    help: 'Requests served uncounted because the rate-limit store did not answer',
+    registers: [app.metrics],
+  });
   let lastWarning = -Infinity;
   const storeFailed = (request: FastifyRequest, error: unknown) => {
     misses.inc();
@@ -140,11 +144,21 @@ async function rateLimit(app: FastifyInstance, { now = Date.now }: { now?: () =>
   ]);
 
   /** Counts one request against `key`; calls back with the 429 error when over quota. */
-  const count = (request: FastifyRequest, reply: FastifyReply, key: string, limit: number, done: (error?: Error) => void): void => {
+  const count = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    key: string,
+    limit: number,
+    done: (error?: Error) => void,
+  ): void => {
     const at = now();
     const window = Math.floor(at / WINDOW_MS);
     const decide = (hits: number): void => {
-      const d: Decision = { limit, remaining: Math.max(0, limit - hits), resetSeconds: Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - at) / 1000)) };
+      const d: Decision = {
+        limit,
+        remaining: Math.max(0, limit - hits),
+        resetSeconds: Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - at) / 1000)),
+      };
       reply.header('ratelimit-policy', policies.get(limit)!);
       reply.header('ratelimit', `"default";r=${d.remaining};t=${d.resetSeconds}`);
       done(hits > limit ? new TooManyRequests(limit, d.resetSeconds) : undefined);

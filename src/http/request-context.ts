@@ -39,7 +39,12 @@ async function requestContext(app: FastifyInstance): Promise<void> {
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
-    const line = { method: request.method, url: request.originalUrl, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 };
+    const line = {
+      method: request.method,
+      url: request.originalUrl,
+      statusCode: reply.statusCode,
+      responseTime: Math.round(reply.elapsedTime * 100) / 100,
+    };
     // Health probes arrive every few seconds from every load balancer: logged at debug only.
     if (request.routeOptions.config?.probe === true) request.log.debug(line, 'request completed');
     else request.log.info(line, 'request completed');

@@ -24,7 +24,8 @@ export function requestOrigin(request: FastifyRequest, trustProxy: boolean): str
     const port = first(h['x-forwarded-port']);
     if (port !== undefined && /^\d{1,5}$/.test(port)) host = `${stripPort(host)}:${port}`;
     const forwardedPrefix = first(h['x-forwarded-prefix']);
-    if (forwardedPrefix !== undefined && /^\/[\w\-./~%]*$/.test(forwardedPrefix)) prefix = forwardedPrefix.replace(/\/+$/, '');
+    if (forwardedPrefix !== undefined && /^\/[\w\-./~%]*$/.test(forwardedPrefix))
+      prefix = forwardedPrefix.replace(/\/+$/, '');
   }
   // Leave the default port out, as browsers and proxies do.
   const port = /:(\d+)$/.exec(host)?.[1];

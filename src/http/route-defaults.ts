@@ -5,8 +5,14 @@ import type { FastifyInstance } from 'fastify';
 import type { ProblemForm } from './problems/to-problem.js';
 import { vendorMediaType } from './versioning.js';
 
-export function routeDefaults(app: FastifyInstance, defaults: { problemForm: ProblemForm; cacheControl?: string; version?: number }): void {
-  const produces = defaults.version === undefined ? ['application/json'] : ['application/json', vendorMediaType(app.config.apiVendor, defaults.version)];
+export function routeDefaults(
+  app: FastifyInstance,
+  defaults: { problemForm: ProblemForm; cacheControl?: string; version?: number },
+): void {
+  const produces =
+    defaults.version === undefined
+      ? ['application/json']
+      : ['application/json', vendorMediaType(app.config.apiVendor, defaults.version)];
   app.addHook('onRoute', (route) => {
     route.config = { problemForm: defaults.problemForm, produces, ...route.config };
   });

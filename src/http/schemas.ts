@@ -4,8 +4,9 @@ import { Type, type Static, type TSchema } from 'typebox';
 import { NOT_BLANK_PATTERN } from './problems/field-errors.js';
 
 /** A string that must contain a non-blank character (Bean Validation @NotBlank). */
-export const NotBlank = (options: { minLength?: number; maxLength?: number; writeOnly?: boolean; description?: string } = {}) =>
-  Type.String({ pattern: NOT_BLANK_PATTERN, ...options });
+export const NotBlank = (
+  options: { minLength?: number; maxLength?: number; writeOnly?: boolean; description?: string } = {},
+) => Type.String({ pattern: NOT_BLANK_PATTERN, ...options });
 
 /** @NotBlank @Email: blank and format are separate rules, as in Hibernate Validator. */
 export const NotBlankEmail = () =>
@@ -39,11 +40,25 @@ export const ProblemSchema = Type.Object(
     detail: Type.String(),
     instance: Type.String({ description: 'the request path' }),
     errors: Type.Optional(
-      Type.Array(Type.Union([Type.Object({ field: Type.String(), message: Type.String(), rejected: Type.Union([Type.String(), Type.Null()]) }), Type.String()]), {
-        description: 'v1 validation failures: objects (users) or "<field>: <message>" strings (orders)',
+      Type.Array(
+        Type.Union([
+          Type.Object({
+            field: Type.String(),
+            message: Type.String(),
+            rejected: Type.Union([Type.String(), Type.Null()]),
+          }),
+          Type.String(),
+        ]),
+        {
+          description: 'v1 validation failures: objects (users) or "<field>: <message>" strings (orders)',
+        },
+      ),
+    ),
+    fieldErrors: Type.Optional(
+      Type.Array(Type.Object({ field: Type.String(), message: Type.String() }), {
+        description: 'typed validation failures',
       }),
     ),
-    fieldErrors: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }), { description: 'typed validation failures' })),
     conflictingField: Type.Optional(Type.String()),
     requestId: Type.Optional(Type.String({ description: '500 only: matches the server log entry' })),
   },
@@ -55,8 +70,15 @@ export const NoContentSchema = Type.Unsafe<undefined>({ description: 'No content
 
 /** OpenAPI entries for the problems a route can answer with (spec 7). */
 export function problemResponses(...statuses: number[]) {
-  const out: Record<number, { description: string; content: { 'application/problem+json': { schema: typeof ProblemSchema } } }> = {};
-  for (const status of statuses) out[status] = { description: `Problem (${status})`, content: { 'application/problem+json': { schema: ProblemSchema } } };
+  const out: Record<
+    number,
+    { description: string; content: { 'application/problem+json': { schema: typeof ProblemSchema } } }
+  > = {};
+  for (const status of statuses)
+    out[status] = {
+      description: `Problem (${status})`,
+      content: { 'application/problem+json': { schema: ProblemSchema } },
+    };
   return out;
 }
 
@@ -68,10 +90,12 @@ export const Nullable = <T extends TSchema>(schema: T) =>
   Type.Unsafe<Static<T> | null>({ ...schema, type: [(schema as unknown as { type: string }).type, 'null'] });
 
 /** spec 2.1: exactly five digits, with the spec's own message. */
-export const PostalCode = () => Type.String({ pattern: '^[0-9]{5}$', 'x-message': 'must be a 5-digit postal code', examples: ['10115'] });
+export const PostalCode = () =>
+  Type.String({ pattern: '^[0-9]{5}$', 'x-message': 'must be a 5-digit postal code', examples: ['10115'] });
 
 /** An instant: ISO 8601 with Z, e.g. 2026-11-21T22:34:23.123Z. */
-export const Instant = (description = 'ISO 8601 instant (UTC)') => Type.String({ format: 'date-time', description, examples: ['2026-11-21T22:34:23.123Z'] });
+export const Instant = (description = 'ISO 8601 instant (UTC)') =>
+  Type.String({ format: 'date-time', description, examples: ['2026-11-21T22:34:23.123Z'] });
 
 /** page and size of a list: size above 100 is served as 100. */
 export const PageParams = {

@@ -45,7 +45,8 @@ function createAjv(options: Options): Ajv {
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const body = createAjv({ coerceTypes: false });
   const text = createAjv({ coerceTypes: 'array' });
-  return ({ schema, httpPart }) => finiteOnly((httpPart === 'body' ? body : text).compile(schema as object), schema as SchemaNode);
+  return ({ schema, httpPart }) =>
+    finiteOnly((httpPart === 'body' ? body : text).compile(schema as object), schema as SchemaNode);
 }
 
 interface SchemaNode {
@@ -78,7 +79,15 @@ function nonFinite(value: unknown, path: string, schema: SchemaNode | undefined)
   if (typeof value === 'number') {
     if (Number.isFinite(value)) return undefined;
     const type = [schema?.type ?? 'number'].flat().find((t) => t !== 'null') ?? 'number';
-    return { keyword: 'type', instancePath: path, schemaPath: '#/type', params: { type }, message: `must be ${type}`, data: value, parentSchema: schema ?? {} } as ErrorObject;
+    return {
+      keyword: 'type',
+      instancePath: path,
+      schemaPath: '#/type',
+      params: { type },
+      message: `must be ${type}`,
+      data: value,
+      parentSchema: schema ?? {},
+    } as ErrorObject;
   }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
@@ -87,7 +96,11 @@ function nonFinite(value: unknown, path: string, schema: SchemaNode | undefined)
     }
   } else if (value !== null && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
-      const found = nonFinite(item, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, schema?.properties?.[key]);
+      const found = nonFinite(
+        item,
+        `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+        schema?.properties?.[key],
+      );
       if (found !== undefined) return found;
     }
   }

@@ -39,13 +39,16 @@ describe('negotiate', () => {
     ['/api/v1/users', '2', undefined, '/api/v1/users', 1, undefined, 400],
     ['/api/v1/orders', undefined, vnd(2), '/api/v1/orders', 1, undefined, 406],
     ['/api/v2/orders', '9', undefined, '/api/v2/orders', 2, undefined, 400],
-  ] as const)('%s with X-API-Version %s and Accept %s → %s', (url, header, accept, routed, version, mediaType, status) => {
-    const n = negotiate(url, { ...(header ? { 'x-api-version': header } : {}), ...(accept ? { accept } : {}) }, V)!;
+  ] as const)(
+    '%s with X-API-Version %s and Accept %s → %s',
+    (url, header, accept, routed, version, mediaType, status) => {
+      const n = negotiate(url, { ...(header ? { 'x-api-version': header } : {}), ...(accept ? { accept } : {}) }, V)!;
 
-    expect(n.url).toBe(routed);
-    expect(n.version).toBe(version);
-    expect(n.mediaType).toBe(mediaType);
-    expect(n.error?.status).toBe(status);
-    expect(n.unversioned).toBe(!/\/v\d+\//.test(url));
-  });
+      expect(n.url).toBe(routed);
+      expect(n.version).toBe(version);
+      expect(n.mediaType).toBe(mediaType);
+      expect(n.error?.status).toBe(status);
+      expect(n.unversioned).toBe(!/\/v\d+\//.test(url));
+    },
+  );
 });

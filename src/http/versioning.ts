@@ -36,7 +36,10 @@ export function vendorMediaType(vendor: string, version: number): string {
 /** The vendor versions Accept names, most preferred first (q-values honoured, q=0 ignored). */
 export function acceptedVersions(accept: string | undefined, vendor: string): number[] {
   if (accept === undefined) return [];
-  const pattern = new RegExp(`^application/vnd\\.${vendor.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d{1,4})\\+json$`, 'i');
+  const pattern = new RegExp(
+    `^application/vnd\\.${vendor.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d{1,4})\\+json$`,
+    'i',
+  );
   const found: { version: number; q: number; index: number }[] = [];
   accept.split(',').forEach((range, index) => {
     const [type, ...params] = range.split(';').map((p) => p.trim());
@@ -54,7 +57,11 @@ const supported = (v: number) => (SUPPORTED_VERSIONS as readonly number[]).inclu
 const SUPPORTED_TEXT = SUPPORTED_VERSIONS.join(', ');
 
 /** Decides the version of one request. Pure; unit-tested for every combination. */
-export function negotiate(url: string, headers: { 'x-api-version'?: string | string[] | undefined; accept?: string | undefined }, vendor: string): Negotiation | undefined {
+export function negotiate(
+  url: string,
+  headers: { 'x-api-version'?: string | string[] | undefined; accept?: string | undefined },
+  vendor: string,
+): Negotiation | undefined {
   const m = VERSIONED.exec(url);
   if (m === null) return undefined;
   const pathVersion = m[1] === undefined ? undefined : Number(m[1]);
@@ -66,31 +73,58 @@ export function negotiate(url: string, headers: { 'x-api-version'?: string | str
   let headerVersion: number | undefined;
   if (header !== undefined && header !== '') {
     headerVersion = /^\d{1,4}$/.test(header) ? Number(header) : NaN;
-    if (!supported(headerVersion)) error = { status: 400, detail: `X-API-Version ${JSON.stringify(header)} is not a supported version; supported: ${SUPPORTED_TEXT}.` };
+    if (!supported(headerVersion))
+      error = {
+        status: 400,
+        detail: `X-API-Version ${JSON.stringify(header)} is not a supported version; supported: ${SUPPORTED_TEXT}.`,
+      };
   }
   const acceptable = accepted.filter(supported);
   if (error === undefined && accepted.length > 0 && acceptable.length === 0) {
-    error = { status: 406, detail: `Accept names no supported version of ${vendorMediaType(vendor, 0).replace('v0', 'v<N>')}; supported: ${SUPPORTED_TEXT}.` };
+    error = {
+      status: 406,
+      detail: `Accept names no supported version of ${vendorMediaType(vendor, 0).replace('v0', 'v<N>')}; supported: ${SUPPORTED_TEXT}.`,
+    };
   }
 
   let version: number;
   if (pathVersion !== undefined) {
     version = pathVersion;
     if (error === undefined && headerVersion !== undefined && headerVersion !== pathVersion) {
-      error = { status: 400, detail: `X-API-Version ${headerVersion} conflicts with the path's version v${pathVersion}.` };
+      error = {
+        status: 400,
+        detail: `X-API-Version ${headerVersion} conflicts with the path's version v${pathVersion}.`,
+      };
     }
     if (error === undefined && acceptable.length > 0 && !acceptable.includes(pathVersion)) {
-      error = { status: 406, detail: `Accept asks for ${acceptable.map((v) => vendorMediaType(vendor, v)).join(', ')}, but the path is v${pathVersion}.` };
+      error = {
+        status: 406,
+        detail: `Accept asks for ${acceptable.map((v) => vendorMediaType(vendor, v)).join(', ')}, but the path is v${pathVersion}.`,
+      };
     }
   } else {
     version = headerVersion !== undefined && supported(headerVersion) ? headerVersion : (acceptable[0] ?? 1);
-    if (error === undefined && headerVersion !== undefined && acceptable.length > 0 && !acceptable.includes(headerVersion)) {
-      error = { status: 406, detail: `Accept asks for ${acceptable.map((v) => vendorMediaType(vendor, v)).join(', ')}, but X-API-Version is ${headerVersion}.` };
+    if (
+      error === undefined &&
+      headerVersion !== undefined &&
+      acceptable.length > 0 &&
+      !acceptable.includes(headerVersion)
+    ) {
+      error = {
+        status: 406,
+        detail: `Accept asks for ${acceptable.map((v) => vendorMediaType(vendor, v)).join(', ')}, but X-API-Version is ${headerVersion}.`,
+      };
     }
   }
   const mediaType = acceptable.includes(version) ? vendorMediaType(vendor, version) : undefined;
   const rewritten = pathVersion === undefined ? url.replace(/^\/api\//, `/api/v${version}/`) : url;
-  return { url: rewritten, version, unversioned: pathVersion === undefined, ...(mediaType ? { mediaType } : {}), ...(error ? { error } : {}) };
+  return {
+    url: rewritten,
+    version,
+    unversioned: pathVersion === undefined,
+    ...(mediaType ? { mediaType } : {}),
+    ...(error ? { error } : {}),
+  };
 }
 
 const kNegotiation = Symbol('negotiation');
@@ -119,7 +153,8 @@ async function versioning(app: FastifyInstance): Promise<void> {
   // The negotiated vendor type names a successful JSON answer; problems keep theirs.
   app.addHook('onSend', (request, reply, payload, done) => {
     const mediaType = (request.raw as NegotiatedRequest)[kNegotiation]?.mediaType;
-    if (mediaType !== undefined && String(reply.getHeader('content-type') ?? '').startsWith('application/json')) reply.type(mediaType);
+    if (mediaType !== undefined && String(reply.getHeader('content-type') ?? '').startsWith('application/json'))
+      reply.type(mediaType);
     done(null, payload);
   });
 }

@@ -11,8 +11,18 @@ describe('money', () => {
   });
 
   it('sums lines exactly', () => {
-    expect(orderTotal([{ unitPrice: '0.10', quantity: 1 }, { unitPrice: '0.20', quantity: 1 }])).toBe('0.30');
-    expect(orderTotal([{ unitPrice: '1234567.89', quantity: 1000 }, { unitPrice: '0.01', quantity: 1 }])).toBe('1234567890.01');
+    expect(
+      orderTotal([
+        { unitPrice: '0.10', quantity: 1 },
+        { unitPrice: '0.20', quantity: 1 },
+      ]),
+    ).toBe('0.30');
+    expect(
+      orderTotal([
+        { unitPrice: '1234567.89', quantity: 1000 },
+        { unitPrice: '0.01', quantity: 1 },
+      ]),
+    ).toBe('1234567890.01');
     expect(orderTotal([])).toBe('0.00');
   });
 

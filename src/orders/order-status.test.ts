@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidOrderState, ORDER_ACTIONS, ORDER_STATUSES, OrderAlreadyCancelled, holdsReservation, isEditable, nextStatus, stockEffect, type OrderAction, type OrderStatus } from './order-status.js';
+import {
+  InvalidOrderState,
+  ORDER_ACTIONS,
+  ORDER_STATUSES,
+  OrderAlreadyCancelled,
+  holdsReservation,
+  isEditable,
+  nextStatus,
+  stockEffect,
+  type OrderAction,
+  type OrderStatus,
+} from './order-status.js';
 
 // Every (state, action) pair: the expected next state, or the conflict.
 const EXPECTED: Record<OrderStatus, Record<OrderAction, OrderStatus | 'already-cancelled' | 'invalid'>> = {

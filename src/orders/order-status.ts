@@ -18,7 +18,12 @@ const TRANSITIONS: Record<OrderAction, Partial<Record<OrderStatus, OrderStatus>>
   cancel: { PENDING: 'CANCELLED', CONFIRMED: 'CANCELLED' },
 };
 
-const PAST: Record<OrderAction, string> = { confirm: 'confirmed', ship: 'shipped', deliver: 'delivered', cancel: 'cancelled' };
+const PAST: Record<OrderAction, string> = {
+  confirm: 'confirmed',
+  ship: 'shipped',
+  deliver: 'delivered',
+  cancel: 'cancelled',
+};
 
 /** The status after `action`, or the Conflict that forbids it. */
 export function nextStatus(orderId: number, current: OrderStatus, action: OrderAction): OrderStatus {

@@ -10,19 +10,29 @@ import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.
 /** Which orders a caller may see: all (admin), or one customer's. */
 export type Visibility = { customerId: number | undefined } | 'all';
 
-const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status: 'status' } as const satisfies Record<OrderSortField, keyof OrdersTable>;
+const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status: 'status' } as const satisfies Record<
+  OrderSortField,
+  keyof OrdersTable
+>;
 
 const selectOrder = prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id));
-const selectCustomerOrder = prepare(2, (db, id: number, customerId: number) => db.selectFrom('orders').selectAll().where('id', '=', id).where('customer_id', '=', customerId));
+const selectCustomerOrder = prepare(2, (db, id: number, customerId: number) =>
+  db.selectFrom('orders').selectAll().where('id', '=', id).where('customer_id', '=', customerId),
+);
 
 /** The order, if it exists and the caller may see it. */
 export async function findOrder(db: Db, id: number, visibility: Visibility): Promise<OrderRow | undefined> {
-  const rows = visibility === 'all' ? await selectOrder(db, id) : await selectCustomerOrder(db, id, visibility.customerId ?? -1);
+  const rows =
+    visibility === 'all' ? await selectOrder(db, id) : await selectCustomerOrder(db, id, visibility.customerId ?? -1);
   return rows[0];
 }
 
 /** As findOrder, and locks the row until the transaction ends. */
-export function lockOrder(trx: Transaction<Database>, id: number, visibility: Visibility): Promise<OrderRow | undefined> {
+export function lockOrder(
+  trx: Transaction<Database>,
+  id: number,
+  visibility: Visibility,
+): Promise<OrderRow | undefined> {
   let query = trx.selectFrom('orders').selectAll().where('id', '=', id);
   if (visibility !== 'all') query = query.where('customer_id', '=', visibility.customerId ?? -1);
   return query.forUpdate().executeTakeFirst();
@@ -43,7 +53,9 @@ export function findOrderItems(db: Db, orderId: number): Promise<OrderItemRow[]>
 export function updateOrder(
   db: Db,
   id: number,
-  changes: Partial<Pick<OrderRow, 'status' | 'note' | 'shipping_street' | 'shipping_postal_code' | 'cancellation_reason'>>,
+  changes: Partial<
+    Pick<OrderRow, 'status' | 'note' | 'shipping_street' | 'shipping_postal_code' | 'cancellation_reason'>
+  >,
 ): Promise<OrderRow> {
   return db
     .updateTable('orders')
@@ -89,14 +101,20 @@ const selectOrderPage = prepareVariants(5, (key: string) => {
   };
 });
 
-const countOrders = prepareVariants(3, (filters: string) => (db, status: OrderStatus, customerId: number, visibleTo: number) =>
-  filtered(db, filters, status, customerId, visibleTo).select((eb) => eb.fn.countAll<number>().as('count')),
+const countOrders = prepareVariants(
+  3,
+  (filters: string) => (db, status: OrderStatus, customerId: number, visibleTo: number) =>
+    filtered(db, filters, status, customerId, visibleTo).select((eb) => eb.fn.countAll<number>().as('count')),
 );
 
 /** A page and the total under the same filters, sent together (pipelined on PostgreSQL). */
 export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderRow[]; total: number }> {
   const filters = filterKey(p);
-  const values = [p.status ?? 'PENDING', p.customerId ?? -1, p.visibility === 'all' ? -1 : (p.visibility.customerId ?? -1)] as const;
+  const values = [
+    p.status ?? 'PENDING',
+    p.customerId ?? -1,
+    p.visibility === 'all' ? -1 : (p.visibility.customerId ?? -1),
+  ] as const;
   const [rows, [counted]] = await Promise.all([
     selectOrderPage(`${filters},${p.sort},${p.direction}`, db, ...values, p.limit, p.offset),
     countOrders(filters, db, ...values),

@@ -5,7 +5,14 @@ import { Type } from 'typebox';
 import { paged } from '../http/pagination.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import type { OrderAction } from './order-status.js';
-import { CancellationSchema, OrderDetailV1Schema, OrderItemsV1Schema, OrderListQuerySchema, OrderPageV1Schema, UpdateOrderSchema } from './orders.schemas.js';
+import {
+  CancellationSchema,
+  OrderDetailV1Schema,
+  OrderItemsV1Schema,
+  OrderListQuerySchema,
+  OrderPageV1Schema,
+  UpdateOrderSchema,
+} from './orders.schemas.js';
 import * as orders from './orders.service.js';
 
 export const read = { scope: 'orders:read' };
@@ -19,13 +26,24 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
 
     app.get('/', {
       config: read,
-      schema: { tags, summary: 'List orders (only the caller’s, without admin)', querystring: OrderListQuerySchema, response: { 200: OrderPageV1Schema, ...problemResponses(400, 401, 403) } },
-      handler: async (request, reply) => paged(request, reply, trustProxy, await orders.listOrders(db, request.principal, request.query)),
+      schema: {
+        tags,
+        summary: 'List orders (only the caller’s, without admin)',
+        querystring: OrderListQuerySchema,
+        response: { 200: OrderPageV1Schema, ...problemResponses(400, 401, 403) },
+      },
+      handler: async (request, reply) =>
+        paged(request, reply, trustProxy, await orders.listOrders(db, request.principal, request.query)),
     });
 
     app.get('/:id', {
       config: read,
-      schema: { tags, summary: 'Get an order', params: IdParamSchema, response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404) } },
+      schema: {
+        tags,
+        summary: 'Get an order',
+        params: IdParamSchema,
+        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404) },
+      },
       handler: async (request) => orders.getOrder(db, request.principal, request.params.id),
     });
 
@@ -43,7 +61,12 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
 
     app.delete('/:id', {
       config: write,
-      schema: { tags, summary: 'Delete an order (idempotent; releases unshipped stock)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
+      schema: {
+        tags,
+        summary: 'Delete an order (idempotent; releases unshipped stock)',
+        params: IdParamSchema,
+        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+      },
       handler: async (request, reply) => {
         await orders.deleteOrder(db, request.principal, request.params.id);
         return reply.code(204).send(undefined);
@@ -59,7 +82,8 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         body: CancellationSchema,
         response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
       },
-      handler: async (request) => orders.applyAction(db, request.principal, request.params.id, 'cancel', request.body.reason),
+      handler: async (request) =>
+        orders.applyAction(db, request.principal, request.params.id, 'cancel', request.body.reason),
     });
 
     // Actions without a payload: an empty body, or none, is fine (DESIGN §5).
@@ -72,14 +96,25 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
     for (const [noun, action, summary] of actions) {
       app.post(`/:id/${noun}`, {
         config: write,
-        schema: { tags, summary, params: IdParamSchema, body: EmptyBody, response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
+        schema: {
+          tags,
+          summary,
+          params: IdParamSchema,
+          body: EmptyBody,
+          response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        },
         handler: async (request) => orders.applyAction(db, request.principal, request.params.id, action),
       });
     }
 
     app.get('/:id/items', {
       config: read,
-      schema: { tags, summary: 'The order’s items', params: IdParamSchema, response: { 200: OrderItemsV1Schema, ...problemResponses(400, 401, 403, 404) } },
+      schema: {
+        tags,
+        summary: 'The order’s items',
+        params: IdParamSchema,
+        response: { 200: OrderItemsV1Schema, ...problemResponses(400, 401, 403, 404) },
+      },
       handler: async (request) => orders.getOrderItems(db, request.principal, request.params.id),
     });
   };

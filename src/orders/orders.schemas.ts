@@ -27,13 +27,26 @@ export const OrderDetailV1Schema = Type.Object(
 export type OrderDetail = Static<typeof OrderDetailV1Schema>;
 
 export const OrderSummaryV1Schema = Type.Object(
-  { id: Type.Integer(), customerId: Type.Integer(), status: OrderStatusSchema, total: Type.Number(), itemCount: Type.Integer(), createdAt: Instant() },
+  {
+    id: Type.Integer(),
+    customerId: Type.Integer(),
+    status: OrderStatusSchema,
+    total: Type.Number(),
+    itemCount: Type.Integer(),
+    createdAt: Instant(),
+  },
   { title: 'OrderSummary' },
 );
 export type OrderSummary = Static<typeof OrderSummaryV1Schema>;
 
 export const OrderItemV1Schema = Type.Object(
-  { productId: Type.Integer(), productName: Type.String(), quantity: Type.Integer(), unitPrice: Type.Number(), lineTotal: Type.Number() },
+  {
+    productId: Type.Integer(),
+    productName: Type.String(),
+    quantity: Type.Integer(),
+    unitPrice: Type.Number(),
+    lineTotal: Type.Number(),
+  },
   { title: 'OrderItem' },
 );
 export type OrderItem = Static<typeof OrderItemV1Schema>;
@@ -42,19 +55,31 @@ const Quantity = () => Type.Integer({ exclusiveMinimum: 0, maximum: 100_000 });
 
 export const CreateOrderV1Schema = Type.Object(
   { productId: Id('The product to order'), quantity: Quantity() },
-  { title: 'CreateOrderRequest', description: 'The customer is the caller (the token subject). Unknown members are ignored.' },
+  {
+    title: 'CreateOrderRequest',
+    description: 'The customer is the caller (the token subject). Unknown members are ignored.',
+  },
 );
 export type CreateOrderV1 = Static<typeof CreateOrderV1Schema>;
 
-export const CancellationSchema = Type.Object({ reason: NotBlank({ maxLength: 500 }) }, { title: 'CancellationRequest' });
+export const CancellationSchema = Type.Object(
+  { reason: NotBlank({ maxLength: 500 }) },
+  { title: 'CancellationRequest' },
+);
 export type Cancellation = Static<typeof CancellationSchema>;
 
 export const UpdateOrderSchema = Type.Object(
   {
     note: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
-    shippingAddress: Type.Optional(Nullable(Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() }))),
+    shippingAddress: Type.Optional(
+      Nullable(Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() })),
+    ),
   },
-  { title: 'UpdateOrderRequest', description: 'Merge patch: a member sent as null clears it; one left out stays. Allowed while PENDING or CONFIRMED.' },
+  {
+    title: 'UpdateOrderRequest',
+    description:
+      'Merge patch: a member sent as null clears it; one left out stays. Allowed while PENDING or CONFIRMED.',
+  },
 );
 export type UpdateOrder = Static<typeof UpdateOrderSchema>;
 
@@ -62,7 +87,9 @@ export const ORDER_SORT_FIELDS = ['id', 'createdAt', 'total', 'status'] as const
 export type OrderSortField = (typeof ORDER_SORT_FIELDS)[number];
 
 export const OrderListQuerySchema = Type.Object({
-  status: Type.Optional(Type.String({ enum: [...ORDER_STATUSES], 'x-message': `must be one of ${ORDER_STATUSES.join(', ')}` })),
+  status: Type.Optional(
+    Type.String({ enum: [...ORDER_STATUSES], 'x-message': `must be one of ${ORDER_STATUSES.join(', ')}` }),
+  ),
   customerId: Type.Optional(Id('Only this customer’s orders')),
   sort: Type.String({
     default: 'createdAt,desc',
@@ -81,11 +108,14 @@ export const OrderItemsV1Schema = Type.Array(OrderItemV1Schema);
 export const CreateOrderV2Schema = Type.Object(
   {
     customerId: Id('The customer; another customer than the caller needs the admin scope'),
-    items: Type.Array(Type.Object({ productId: Id('The product to order'), quantity: Quantity() }, { title: 'OrderLineRequest' }), {
-      minItems: 1,
-      maxItems: 100,
-      'x-message': 'Order must have at least one item',
-    }),
+    items: Type.Array(
+      Type.Object({ productId: Id('The product to order'), quantity: Quantity() }, { title: 'OrderLineRequest' }),
+      {
+        minItems: 1,
+        maxItems: 100,
+        'x-message': 'Order must have at least one item',
+      },
+    ),
   },
   { title: 'CreateOrderRequestV2', description: 'Unknown members are ignored.' },
 );

@@ -7,10 +7,24 @@ import { pageWindow, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
 import { moveOrderStock, reserveStock } from '../products/stock.repository.js';
 import { lineTotal, orderTotal, toJsonNumber } from './money.js';
-import { holdsReservation, isEditable, nextStatus, stockEffect, type OrderAction, type OrderStatus } from './order-status.js';
+import {
+  holdsReservation,
+  isEditable,
+  nextStatus,
+  stockEffect,
+  type OrderAction,
+  type OrderStatus,
+} from './order-status.js';
 import * as repo from './orders.repository.js';
 import type { Visibility } from './orders.repository.js';
-import type { OrderDetail, OrderItem, OrderListQuery, OrderSortField, OrderSummary, UpdateOrder } from './orders.schemas.js';
+import type {
+  OrderDetail,
+  OrderItem,
+  OrderListQuery,
+  OrderSortField,
+  OrderSummary,
+  UpdateOrder,
+} from './orders.schemas.js';
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 
 /**
@@ -28,7 +42,10 @@ export function toOrderDetail(row: OrderRow): OrderDetail {
     status: row.status,
     total: toJsonNumber(row.total),
     note: row.note,
-    shippingAddress: row.shipping_street === null || row.shipping_postal_code === null ? null : { street: row.shipping_street, postalCode: row.shipping_postal_code },
+    shippingAddress:
+      row.shipping_street === null || row.shipping_postal_code === null
+        ? null
+        : { street: row.shipping_street, postalCode: row.shipping_postal_code },
     cancellationReason: row.cancellation_reason,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
@@ -36,7 +53,14 @@ export function toOrderDetail(row: OrderRow): OrderDetail {
 }
 
 export function toOrderSummary(row: OrderRow): OrderSummary {
-  return { id: row.id, customerId: row.customer_id, status: row.status, total: toJsonNumber(row.total), itemCount: row.item_count, createdAt: row.created_at.toISOString() };
+  return {
+    id: row.id,
+    customerId: row.customer_id,
+    status: row.status,
+    total: toJsonNumber(row.total),
+    itemCount: row.item_count,
+    createdAt: row.created_at.toISOString(),
+  };
 }
 
 export function toOrderItem(row: OrderItemRow): OrderItem {
@@ -61,8 +85,12 @@ export interface PlaceOrder {
  */
 export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<OrderDetail> {
   const customerId = input.customerId ?? caller.userId;
-  if (customerId === undefined) throw new BusinessRuleViolation('The caller is not a customer: the token subject must be a user id.', { customerId: caller.subject });
-  if (customerId !== caller.userId && !caller.admin) throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
+  if (customerId === undefined)
+    throw new BusinessRuleViolation('The caller is not a customer: the token subject must be a user id.', {
+      customerId: caller.subject,
+    });
+  if (customerId !== caller.userId && !caller.admin)
+    throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
 
   // One line per product, locked in product order so that concurrent orders cannot deadlock.
   const quantities = new Map<number, number>();
@@ -71,13 +99,20 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
 
   return db.transaction().execute(async (trx) => {
     const customer = await trx.selectFrom('users').select('id').where('id', '=', customerId).executeTakeFirst();
-    if (customer === undefined) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
+    if (customer === undefined)
+      throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
 
     const items: Omit<OrderItemRow, 'order_id'>[] = [];
     for (const [productId, quantity] of lines) {
       const product = await reserveStock(trx, productId, quantity);
       if (product === undefined) throw await whyNotReserved(trx, productId, quantity);
-      items.push({ line_no: items.length + 1, product_id: productId, product_name: product.name, quantity, unit_price: product.price });
+      items.push({
+        line_no: items.length + 1,
+        product_id: productId,
+        product_name: product.name,
+        quantity,
+        unit_price: product.price,
+      });
     }
     const order = await repo.insertOrder(trx, {
       customer_id: customerId,
@@ -85,15 +120,29 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
       total: orderTotal(items.map((i) => ({ unitPrice: i.unit_price, quantity: i.quantity }))),
       item_count: items.length,
     });
-    await repo.insertOrderItems(trx, items.map((i) => ({ ...i, order_id: order.id })));
+    await repo.insertOrderItems(
+      trx,
+      items.map((i) => ({ ...i, order_id: order.id })),
+    );
     return toOrderDetail(order);
   });
 }
 
-async function whyNotReserved(trx: Transaction<Database>, productId: number, quantity: number): Promise<BusinessRuleViolation> {
-  const stock = await trx.selectFrom('stock').select('available').where('product_id', '=', productId).executeTakeFirst();
+async function whyNotReserved(
+  trx: Transaction<Database>,
+  productId: number,
+  quantity: number,
+): Promise<BusinessRuleViolation> {
+  const stock = await trx
+    .selectFrom('stock')
+    .select('available')
+    .where('product_id', '=', productId)
+    .executeTakeFirst();
   if (stock === undefined) return new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
-  return new BusinessRuleViolation(`Not enough stock for product ${productId}: ${quantity} requested, ${stock.available} available.`, { productId });
+  return new BusinessRuleViolation(
+    `Not enough stock for product ${productId}: ${quantity} requested, ${stock.available} available.`,
+    { productId },
+  );
 }
 
 export async function getOrder(db: Db, caller: Principal, id: number): Promise<OrderDetail> {
@@ -103,7 +152,10 @@ export async function getOrder(db: Db, caller: Principal, id: number): Promise<O
 }
 
 export async function getOrderItems(db: Db, caller: Principal, id: number): Promise<OrderItem[]> {
-  const [order, items] = await Promise.all([repo.findOrder(db, id, visibilityFor(caller)), repo.findOrderItems(db, id)]);
+  const [order, items] = await Promise.all([
+    repo.findOrder(db, id, visibilityFor(caller)),
+    repo.findOrderItems(db, id),
+  ]);
   if (order === undefined) throw new EntityNotFound('Order', id);
   return items.map(toOrderItem);
 }
@@ -127,14 +179,23 @@ export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): 
  * Runs `action` on the locked order: the state machine decides the next status (or the 409),
  * and the stock moves as the transition says, in the same transaction.
  */
-export async function applyAction(db: Db, caller: Principal, id: number, action: OrderAction, reason?: string): Promise<OrderDetail> {
+export async function applyAction(
+  db: Db,
+  caller: Principal,
+  id: number,
+  action: OrderAction,
+  reason?: string,
+): Promise<OrderDetail> {
   return db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
     const next = nextStatus(id, order.status, action);
     const effect = stockEffect(order.status, next);
     if (effect !== 'none') await moveOrderStock(trx, id, effect);
-    const updated = await repo.updateOrder(trx, id, { status: next, ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}) });
+    const updated = await repo.updateOrder(trx, id, {
+      status: next,
+      ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}),
+    });
     return toOrderDetail(updated);
   });
 }

@@ -28,7 +28,10 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
     handler: async (request, reply) => {
       const { productId, quantity } = request.body;
       const order = await orders.placeOrder(db, request.principal, { items: [{ productId, quantity }] });
-      return reply.code(201).header('location', createdLocation(request, trustProxy, order.id)).send(order);
+      return reply
+        .code(201)
+        .header('location', createdLocation(request, trustProxy, order.id))
+        .send(order);
     },
   });
 

@@ -26,8 +26,14 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (request, reply) => {
       const { customerId, items } = request.body;
-      const order = await orders.placeOrder(db, request.principal, { customerId, items: items.map(({ productId, quantity }) => ({ productId, quantity })) });
-      return reply.code(201).header('location', createdLocation(request, trustProxy, order.id)).send(order);
+      const order = await orders.placeOrder(db, request.principal, {
+        customerId,
+        items: items.map(({ productId, quantity }) => ({ productId, quantity })),
+      });
+      return reply
+        .code(201)
+        .header('location', createdLocation(request, trustProxy, order.id))
+        .send(order);
     },
   });
 

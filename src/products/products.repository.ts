@@ -7,7 +7,8 @@ import { Conflict } from '../errors.js';
 import type { NewProductRow, ProductRow } from './products.table.js';
 
 function translate(error: unknown): never {
-  if (isUniqueViolation(error, 'products_sku_key')) throw new Conflict('A product with this SKU already exists.', 'sku');
+  if (isUniqueViolation(error, 'products_sku_key'))
+    throw new Conflict('A product with this SKU already exists.', 'sku');
   throw error;
 }
 
@@ -25,12 +26,18 @@ export function insertProduct(db: Db, row: NewProductRow): Promise<ProductRow> {
  * Replaces the product's fields and increments its version, only if its version is one of
  * `versions` ('*' or undefined: any). Undefined when no row matched.
  */
-export function updateProduct(db: Db, id: number, changes: Omit<NewProductRow, 'version'>, versions?: number[] | '*'): Promise<ProductRow | undefined> {
+export function updateProduct(
+  db: Db,
+  id: number,
+  changes: Omit<NewProductRow, 'version'>,
+  versions?: number[] | '*',
+): Promise<ProductRow | undefined> {
   let query = db
     .updateTable('products')
     .set({ ...changes, version: sql<number>`version + 1`, updated_at: sql<Date>`now()` })
     .where('id', '=', id);
-  if (Array.isArray(versions)) query = versions.length === 0 ? query.where(sql<boolean>`false`) : query.where('version', 'in', versions);
+  if (Array.isArray(versions))
+    query = versions.length === 0 ? query.where(sql<boolean>`false`) : query.where('version', 'in', versions);
   return query.returningAll().executeTakeFirst().catch(translate);
 }
 
@@ -39,10 +46,17 @@ export async function deleteProductById(db: Db, id: number): Promise<void> {
 }
 
 /** A page and the total, sent together (pipelined on PostgreSQL). */
-export async function listProducts(db: Db, offset: number, limit: number): Promise<{ rows: ProductRow[]; total: number }> {
+export async function listProducts(
+  db: Db,
+  offset: number,
+  limit: number,
+): Promise<{ rows: ProductRow[]; total: number }> {
   const [rows, { count }] = await Promise.all([
     db.selectFrom('products').selectAll().orderBy('id').limit(limit).offset(offset).execute(),
-    db.selectFrom('products').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
+    db
+      .selectFrom('products')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirstOrThrow(),
   ]);
   return { rows, total: Number(count) };
 }

@@ -23,8 +23,19 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/', {
     config: read,
-    schema: { tags, summary: 'List products', querystring: ProductListQuerySchema, response: { 200: ProductPageSchema, ...problemResponses(400, 401, 403) } },
-    handler: async (request, reply) => paged(request, reply.header('cache-control', 'no-cache'), trustProxy, await products.listProducts(db, request.query)),
+    schema: {
+      tags,
+      summary: 'List products',
+      querystring: ProductListQuerySchema,
+      response: { 200: ProductPageSchema, ...problemResponses(400, 401, 403) },
+    },
+    handler: async (request, reply) =>
+      paged(
+        request,
+        reply.header('cache-control', 'no-cache'),
+        trustProxy,
+        await products.listProducts(db, request.query),
+      ),
   });
 
   app.get('/:id', {
@@ -46,7 +57,12 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/', {
     config: write,
-    schema: { tags, summary: 'Create a product (stock starts at 0)', body: ProductRequestSchema, response: { 201: ProductSchema, ...problemResponses(400, 401, 403, 409, 415) } },
+    schema: {
+      tags,
+      summary: 'Create a product (stock starts at 0)',
+      body: ProductRequestSchema,
+      response: { 201: ProductSchema, ...problemResponses(400, 401, 403, 409, 415) },
+    },
     handler: async (request, reply) => {
       const product = await products.createProduct(db, request.body);
       return reply
@@ -68,14 +84,24 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ProductSchema, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
     },
     handler: async (request, reply) => {
-      const product = await products.replaceProduct(db, request.params.id, request.body, ifMatchVersions(request.headers['if-match']));
+      const product = await products.replaceProduct(
+        db,
+        request.params.id,
+        request.body,
+        ifMatchVersions(request.headers['if-match']),
+      );
       return reply.header('etag', etagFor(product.version)).header('cache-control', 'no-store').send(product);
     },
   });
 
   app.delete('/:id', {
     config: write,
-    schema: { tags, summary: 'Delete a product (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
+    schema: {
+      tags,
+      summary: 'Delete a product (idempotent)',
+      params: IdParamSchema,
+      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+    },
     handler: async (request, reply) => {
       await products.deleteProduct(db, request.params.id);
       return reply.code(204).send(undefined);

@@ -21,7 +21,13 @@ export const ProductRequestSchema = Type.Object(
     sku: NotBlank({ maxLength: 64 }),
     name: NotBlank({ minLength: 2, maxLength: 200 }),
     description: Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'], maxLength: 2000 })),
-    price: Type.Number({ minimum: 0, maximum: 9_999_999_999.99, multipleOf: 0.01, 'x-message': 'must have at most 2 decimal places', examples: [19.99] }),
+    price: Type.Number({
+      minimum: 0,
+      maximum: 9_999_999_999.99,
+      multipleOf: 0.01,
+      'x-message': 'must have at most 2 decimal places',
+      examples: [19.99],
+    }),
   },
   { title: 'ProductRequest', description: 'Create or replace a product. Unknown members are ignored.' },
 );
@@ -41,7 +47,10 @@ export const StockSchema = Type.Object(
 );
 export type Stock = Static<typeof StockSchema>;
 
-export const SetStockSchema = Type.Object({ available: Type.Integer({ minimum: 0, maximum: 2_147_483_647 }) }, { title: 'SetStockRequest' });
+export const SetStockSchema = Type.Object(
+  { available: Type.Integer({ minimum: 0, maximum: 2_147_483_647 }) },
+  { title: 'SetStockRequest' },
+);
 export type SetStock = Static<typeof SetStockSchema>;
 
 export const ProductIdParamSchema = Type.Object({ productId: Id() });

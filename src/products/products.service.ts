@@ -34,7 +34,12 @@ export async function listProducts(db: Db, q: { page: number; size: number }): P
 }
 
 function columns(input: ProductRequest) {
-  return { sku: input.sku, name: input.name, description: input.description ?? null, price: fromJsonNumber(input.price) };
+  return {
+    sku: input.sku,
+    name: input.name,
+    description: input.description ?? null,
+    price: fromJsonNumber(input.price),
+  };
 }
 
 /** A new product starts at version 1 with stock 0 available, 0 reserved. */
@@ -50,12 +55,20 @@ export async function createProduct(db: Db, input: ProductRequest): Promise<Prod
  * Replaces the product. With If-Match versions, only when the current version is one of
  * them (412 otherwise); the check and the write are one statement, so no change is lost.
  */
-export async function replaceProduct(db: Db, id: number, input: ProductRequest, ifMatch?: number[] | '*'): Promise<Product> {
+export async function replaceProduct(
+  db: Db,
+  id: number,
+  input: ProductRequest,
+  ifMatch?: number[] | '*',
+): Promise<Product> {
   const row = await repo.updateProduct(db, id, columns(input), ifMatch);
   if (row !== undefined) return toProduct(row);
   const current = await repo.findProductById(db, id);
   if (current === undefined) throw new EntityNotFound('Product', id);
-  throw new PreconditionFailed(`Product ${id} is at version ${current.version}, which If-Match does not name.`, current.version);
+  throw new PreconditionFailed(
+    `Product ${id} is at version ${current.version}, which If-Match does not name.`,
+    current.version,
+  );
 }
 
 export async function deleteProduct(db: Db, id: number): Promise<void> {

@@ -9,21 +9,32 @@ export async function insertStock(db: Db, productId: number): Promise<void> {
   await db.insertInto('stock').values({ product_id: productId }).execute();
 }
 
-const selectStock = prepare(1, (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId));
+const selectStock = prepare(1, (db, productId: number) =>
+  db.selectFrom('stock').selectAll().where('product_id', '=', productId),
+);
 
 export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {
   return (await selectStock(db, productId))[0];
 }
 
 export function setAvailable(db: Db, productId: number, available: number): Promise<StockRow | undefined> {
-  return db.updateTable('stock').set({ available, updated_at: sql<Date>`now()` }).where('product_id', '=', productId).returningAll().executeTakeFirst();
+  return db
+    .updateTable('stock')
+    .set({ available, updated_at: sql<Date>`now()` })
+    .where('product_id', '=', productId)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /**
  * Moves `quantity` units from available to reserved, only if that many are available, and
  * returns the product's name and price for the order line; undefined when it could not.
  */
-export async function reserveStock(db: Db, productId: number, quantity: number): Promise<{ name: string; price: string } | undefined> {
+export async function reserveStock(
+  db: Db,
+  productId: number,
+  quantity: number,
+): Promise<{ name: string; price: string } | undefined> {
   const { rows } = await sql<{ name: string; price: string }>`
     with reserved as (
       update stock set available = available - ${quantity}, reserved = reserved + ${quantity}, updated_at = now()

@@ -15,7 +15,12 @@ const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/:productId', {
     config: { scope: 'products:read' },
-    schema: { tags, summary: 'Get the stock of a product', params: ProductIdParamSchema, response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404) } },
+    schema: {
+      tags,
+      summary: 'Get the stock of a product',
+      params: ProductIdParamSchema,
+      response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404) },
+    },
     handler: async (request) => stock.getStock(db, request.params.productId),
   });
 

@@ -6,7 +6,12 @@ import type { StockRow } from './products.table.js';
 import * as repo from './stock.repository.js';
 
 export function toStock(row: StockRow): Stock {
-  return { productId: row.product_id, available: row.available, reserved: row.reserved, updatedAt: row.updated_at.toISOString() };
+  return {
+    productId: row.product_id,
+    available: row.available,
+    reserved: row.reserved,
+    updatedAt: row.updated_at.toISOString(),
+  };
 }
 
 export async function getStock(db: Db, productId: number): Promise<Stock> {

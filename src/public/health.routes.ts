@@ -16,7 +16,12 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
   });
   app.get('/ready', {
     config: { probe: true },
-    schema: { tags, summary: 'The service can reach its database', security: [], response: { 200: HealthSchema, ...problemResponses(503) } },
+    schema: {
+      tags,
+      summary: 'The service can reach its database',
+      security: [],
+      response: { 200: HealthSchema, ...problemResponses(503) },
+    },
     handler: async (_request, reply) => {
       reply.header('cache-control', 'no-store');
       await sql`select 1`.execute(app.db);

@@ -19,9 +19,16 @@ function page(slug: string, title: string, status: number, description: string):
 }
 
 const problemPages: FastifyPluginAsyncTypebox = async (app) => {
-  const pages = new Map(Object.entries(PROBLEM_TYPES).map(([slug, t]) => [slug, page(slug, t.title, t.status, t.description)]));
+  const pages = new Map(
+    Object.entries(PROBLEM_TYPES).map(([slug, t]) => [slug, page(slug, t.title, t.status, t.description)]),
+  );
   app.get('/:slug', {
-    schema: { tags: ['problems'], summary: 'Describe a problem type', security: [], params: Type.Object({ slug: Type.String({ maxLength: 64 }) }) },
+    schema: {
+      tags: ['problems'],
+      summary: 'Describe a problem type',
+      security: [],
+      params: Type.Object({ slug: Type.String({ maxLength: 64 }) }),
+    },
     config: { produces: ['text/html'] },
     handler: async (request, reply) => {
       const html = pages.get(request.params.slug as ProblemSlug);

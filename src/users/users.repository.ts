@@ -11,14 +11,20 @@ import type { NewUserRow, UserRow } from './users.table.js';
 const PUBLIC_COLUMNS = ['id', 'name', 'email', 'age', 'address_street', 'address_postal_code', 'created_at'] as const;
 export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
 
-const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<UserSortField, keyof UserRow>;
+const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<
+  UserSortField,
+  keyof UserRow
+>;
 
 function translate(error: unknown): never {
-  if (isUniqueViolation(error, 'users_email_key')) throw new Conflict('A user with this email already exists.', 'email');
+  if (isUniqueViolation(error, 'users_email_key'))
+    throw new Conflict('A user with this email already exists.', 'email');
   throw error;
 }
 
-const selectUserById = prepare(1, (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id));
+const selectUserById = prepare(1, (db, id: number) =>
+  db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id),
+);
 
 export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
   return (await selectUserById(db, id))[0];
@@ -34,7 +40,9 @@ export function insertUser(db: Db, row: NewUserRow): Promise<PublicUserRow> {
 }
 
 /** Updates the given columns; undefined when the user does not exist. */
-export type UserChanges = Partial<Pick<UserRow, 'name' | 'email' | 'password_hash' | 'age' | 'address_street' | 'address_postal_code'>>;
+export type UserChanges = Partial<
+  Pick<UserRow, 'name' | 'email' | 'password_hash' | 'age' | 'address_street' | 'address_postal_code'>
+>;
 
 export function updateUser(db: Db, id: number, changes: UserChanges): Promise<PublicUserRow | undefined> {
   return db
@@ -63,7 +71,10 @@ export interface UserListParams {
  * sort every row instead of walking the sort's index for one page.)
  */
 export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: PublicUserRow[]; total: number }> {
-  const [rows, [counted]] = await Promise.all([selectUserPage(`${p.sort},${p.direction}`, db, p.limit, p.offset), countUsers(db)]);
+  const [rows, [counted]] = await Promise.all([
+    selectUserPage(`${p.sort},${p.direction}`, db, p.limit, p.offset),
+    countUsers(db),
+  ]);
   return { rows, total: Number(counted?.count ?? 0) };
 }
 
@@ -80,5 +91,8 @@ const selectUserPage = prepareVariants(2, (key: `${UserSortField},${'asc' | 'des
 const countUsers = prepare(0, (db) => db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')));
 
 export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
-  await db.insertInto('password_resets').values({ user_id: userId, token_hash: tokenHash, expires_at: expiresAt }).execute();
+  await db
+    .insertInto('password_resets')
+    .values({ user_id: userId, token_hash: tokenHash, expires_at: expiresAt })
+    .execute();
 }

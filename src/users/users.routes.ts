@@ -14,7 +14,12 @@ export function userSubResources(tags: string[]): FastifyPluginAsyncTypebox {
 
     app.delete('/:id', {
       config: write,
-      schema: { tags, summary: 'Delete a user (idempotent)', params: IdParamSchema, response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) } },
+      schema: {
+        tags,
+        summary: 'Delete a user (idempotent)',
+        params: IdParamSchema,
+        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+      },
       handler: async (request, reply) => {
         await users.deleteUser(db, request.principal, request.params.id);
         return reply.code(204).send(undefined);

@@ -6,7 +6,10 @@ export const UserV1Schema = Type.Object(
     id: Type.Integer({ description: '64-bit identifier, server-generated' }),
     name: Type.String(),
     email: Type.String(),
-    createdAt: Type.String({ description: 'Local date-time without zone (UTC wall clock), e.g. 2026-11-21T22:34:23.123', examples: ['2026-11-21T22:34:23.123'] }),
+    createdAt: Type.String({
+      description: 'Local date-time without zone (UTC wall clock), e.g. 2026-11-21T22:34:23.123',
+      examples: ['2026-11-21T22:34:23.123'],
+    }),
   },
   { title: 'UserResponse' },
 );
@@ -29,7 +32,10 @@ export type UpdateUserV1 = Static<typeof UpdateUserV1Schema>;
 
 export const PatchUserV1Schema = Type.Object(
   { name: Type.Optional(Name()), email: Type.Optional(NotBlankEmail()) },
-  { title: 'PatchUserRequest', description: 'Only the members sent change (application/json or application/merge-patch+json).' },
+  {
+    title: 'PatchUserRequest',
+    description: 'Only the members sent change (application/json or application/merge-patch+json).',
+  },
 );
 export type PatchUserV1 = Static<typeof PatchUserV1Schema>;
 
@@ -58,7 +64,10 @@ export const UserPageV1Schema = Page(UserV1Schema);
 
 // v2 (spec 2.1 extended create, DESIGN §6): age and address, validated recursively.
 const Age = () => Type.Integer({ minimum: 18, maximum: 120 });
-const AddressRequestSchema = Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() }, { title: 'AddressRequest' });
+const AddressRequestSchema = Type.Object(
+  { street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() },
+  { title: 'AddressRequest' },
+);
 
 export const UserV2Schema = Type.Object(
   {
@@ -66,8 +75,14 @@ export const UserV2Schema = Type.Object(
     name: Type.String(),
     email: Type.String(),
     age: Type.Union([Type.Integer(), Type.Null()], { description: 'null for users created through v1' }),
-    address: Type.Union([Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' }), Type.Null()]),
-    createdAt: Type.String({ description: 'Local date-time without zone (UTC wall clock)', examples: ['2026-11-21T22:34:23.123'] }),
+    address: Type.Union([
+      Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' }),
+      Type.Null(),
+    ]),
+    createdAt: Type.String({
+      description: 'Local date-time without zone (UTC wall clock)',
+      examples: ['2026-11-21T22:34:23.123'],
+    }),
   },
   { title: 'UserResponseV2' },
 );
@@ -85,7 +100,12 @@ export const UpdateUserV2Schema = Type.Object(
 export type UpdateUserV2 = Static<typeof UpdateUserV2Schema>;
 
 export const PatchUserV2Schema = Type.Object(
-  { name: Type.Optional(Name()), email: Type.Optional(NotBlankEmail()), age: Type.Optional(Age()), address: Type.Optional(AddressRequestSchema) },
+  {
+    name: Type.Optional(Name()),
+    email: Type.Optional(NotBlankEmail()),
+    age: Type.Optional(Age()),
+    address: Type.Optional(AddressRequestSchema),
+  },
   { title: 'PatchUserRequestV2', description: 'Only the members sent change.' },
 );
 export type PatchUserV2 = Static<typeof PatchUserV2Schema>;

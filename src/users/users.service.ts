@@ -44,7 +44,10 @@ export function toUser(row: PublicUserRow): User {
     name: row.name,
     email: row.email,
     age: row.age,
-    address: row.address_street === null || row.address_postal_code === null ? null : { street: row.address_street, postalCode: row.address_postal_code },
+    address:
+      row.address_street === null || row.address_postal_code === null
+        ? null
+        : { street: row.address_street, postalCode: row.address_postal_code },
     createdAt: row.created_at.toISOString().slice(0, 23),
   };
 }
@@ -100,9 +103,18 @@ export async function listUsers(db: Db, caller: Principal, q: UserListRequest): 
   return { content: rows.map(toUser), total, page: q.page, size };
 }
 
-export async function createUser(db: Db, caller: Principal, input: UserFields & { name: string; email: string; password: string }): Promise<User> {
+export async function createUser(
+  db: Db,
+  caller: Principal,
+  input: UserFields & { name: string; email: string; password: string },
+): Promise<User> {
   assertAdmin(caller, 'Creating a user');
-  const row = await repo.insertUser(db, { ...toColumns(input), name: input.name, email: input.email, password_hash: await hashPassword(input.password) });
+  const row = await repo.insertUser(db, {
+    ...toColumns(input),
+    name: input.name,
+    email: input.email,
+    password_hash: await hashPassword(input.password),
+  });
   return toUser(row);
 }
 
@@ -132,7 +144,8 @@ export async function changePassword(db: Db, caller: Principal, id: number, inpu
   assertReachable(caller, id);
   const current = await repo.findPasswordHash(db, id);
   if (current === undefined) throw new EntityNotFound('User', id);
-  if (!(await verifyPassword(current, input.currentPassword))) throw new BusinessRuleViolation('The current password is incorrect.');
+  if (!(await verifyPassword(current, input.currentPassword)))
+    throw new BusinessRuleViolation('The current password is incorrect.');
   const updated = await repo.updateUser(db, id, { password_hash: await hashPassword(input.newPassword) });
   if (updated === undefined) throw new EntityNotFound('User', id);
 }

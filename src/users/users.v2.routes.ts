@@ -27,28 +27,53 @@ const usersV2: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/', {
     config: read,
-    schema: { tags, summary: 'List users', querystring: UserListQuerySchema, response: { 200: UserPageV2Schema, ...problemResponses(400, 401, 403) } },
-    handler: async (request, reply) => paged(request, reply, trustProxy, await users.listUsers(db, request.principal, request.query)),
+    schema: {
+      tags,
+      summary: 'List users',
+      querystring: UserListQuerySchema,
+      response: { 200: UserPageV2Schema, ...problemResponses(400, 401, 403) },
+    },
+    handler: async (request, reply) =>
+      paged(request, reply, trustProxy, await users.listUsers(db, request.principal, request.query)),
   });
 
   app.get('/:id', {
     config: read,
-    schema: { tags, summary: 'Get a user', params: IdParamSchema, response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404) } },
+    schema: {
+      tags,
+      summary: 'Get a user',
+      params: IdParamSchema,
+      response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404) },
+    },
     handler: async (request) => users.getUser(db, request.principal, request.params.id),
   });
 
   app.post('/', {
     config: write,
-    schema: { tags, summary: 'Create a user', body: CreateUserV2Schema, response: { 201: UserV2Schema, ...problemResponses(400, 401, 403, 409, 415) } },
+    schema: {
+      tags,
+      summary: 'Create a user',
+      body: CreateUserV2Schema,
+      response: { 201: UserV2Schema, ...problemResponses(400, 401, 403, 409, 415) },
+    },
     handler: async (request, reply) => {
       const user = await users.createUser(db, request.principal, request.body);
-      return reply.code(201).header('location', createdLocation(request, trustProxy, user.id)).send(user);
+      return reply
+        .code(201)
+        .header('location', createdLocation(request, trustProxy, user.id))
+        .send(user);
     },
   });
 
   app.put('/:id', {
     config: write,
-    schema: { tags, summary: 'Replace a user', params: IdParamSchema, body: UpdateUserV2Schema, response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404, 409, 415) } },
+    schema: {
+      tags,
+      summary: 'Replace a user',
+      params: IdParamSchema,
+      body: UpdateUserV2Schema,
+      response: { 200: UserV2Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+    },
     handler: async (request) => users.updateUser(db, request.principal, request.params.id, request.body),
   });
 

@@ -19,7 +19,12 @@ export interface CreatedUser {
 }
 
 export async function createUser(app: FastifyInstance, overrides: Record<string, unknown> = {}): Promise<CreatedUser> {
-  const response = await app.inject({ method: 'POST', url: '/api/v1/users', payload: aUserRequest(overrides), headers: { authorization: ADMIN } });
+  const response = await app.inject({
+    method: 'POST',
+    url: '/api/v1/users',
+    payload: aUserRequest(overrides),
+    headers: { authorization: ADMIN },
+  });
   expect(response.statusCode, response.body).toBe(201);
   return response.json<CreatedUser>();
 }
@@ -46,29 +51,58 @@ export interface CreatedProduct {
 }
 
 /** A product with `available` units in stock. */
-export async function createProduct(app: FastifyInstance, overrides: Record<string, unknown> = {}, available = 0): Promise<CreatedProduct> {
-  const response = await app.inject({ method: 'POST', url: '/api/products', payload: aProductRequest(overrides), headers: { authorization: ADMIN } });
+export async function createProduct(
+  app: FastifyInstance,
+  overrides: Record<string, unknown> = {},
+  available = 0,
+): Promise<CreatedProduct> {
+  const response = await app.inject({
+    method: 'POST',
+    url: '/api/products',
+    payload: aProductRequest(overrides),
+    headers: { authorization: ADMIN },
+  });
   expect(response.statusCode, response.body).toBe(201);
   if (available > 0) {
-    const stock = await app.inject({ method: 'PUT', url: `/api/stock/${response.json().id}`, payload: { available }, headers: { authorization: ADMIN } });
+    const stock = await app.inject({
+      method: 'PUT',
+      url: `/api/stock/${response.json().id}`,
+      payload: { available },
+      headers: { authorization: ADMIN },
+    });
     expect(stock.statusCode, stock.body).toBe(200);
   }
   return response.json<CreatedProduct>();
 }
 
-export async function stockOf(app: FastifyInstance, productId: number): Promise<{ available: number; reserved: number }> {
-  const response = await app.inject({ method: 'GET', url: `/api/stock/${productId}`, headers: { authorization: ADMIN } });
+export async function stockOf(
+  app: FastifyInstance,
+  productId: number,
+): Promise<{ available: number; reserved: number }> {
+  const response = await app.inject({
+    method: 'GET',
+    url: `/api/stock/${productId}`,
+    headers: { authorization: ADMIN },
+  });
   expect(response.statusCode, response.body).toBe(200);
   const { available, reserved } = response.json();
   return { available, reserved };
 }
 
 /** A user with a token of its own (no admin): the usual customer. */
-export async function aCustomer(app: FastifyInstance, scope = 'orders:read orders:write users:read'): Promise<{ id: number; auth: string }> {
+export async function aCustomer(
+  app: FastifyInstance,
+  scope = 'orders:read orders:write users:read',
+): Promise<{ id: number; auth: string }> {
   const user = await createUser(app);
   return { id: user.id, auth: await bearer({ sub: String(user.id), scope }) };
 }
 
 export async function placeOrder(app: FastifyInstance, auth: string, productId: number, quantity: number) {
-  return app.inject({ method: 'POST', url: '/api/v1/orders', headers: { authorization: auth }, payload: { productId, quantity } });
+  return app.inject({
+    method: 'POST',
+    url: '/api/v1/orders',
+    headers: { authorization: auth },
+    payload: { productId, quantity },
+  });
 }

@@ -16,10 +16,23 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; stderr: string; ms: number }>;
 }
 
-export function runServer(env: Record<string, string>): { child: ChildProcess; exited: ServerProcess['exited']; logs: Record<string, unknown>[]; ready: Promise<ServerProcess> } {
+export function runServer(env: Record<string, string>): {
+  child: ChildProcess;
+  exited: ServerProcess['exited'];
+  logs: Record<string, unknown>[];
+  ready: Promise<ServerProcess>;
+} {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', PORT: '0', LOG_FORMAT: 'json', LOG_LEVEL: 'info', JWT_SECRET: TEST_JWT_SECRET, ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      NODE_ENV: 'test',
+      PORT: '0',
+      LOG_FORMAT: 'json',
+      LOG_LEVEL: 'info',
+      JWT_SECRET: TEST_JWT_SECRET,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Record<string, unknown>[] = [];
@@ -59,7 +72,9 @@ export function runServer(env: Record<string, string>): { child: ChildProcess; e
         }
       }
     });
-    void exited.then(({ code, stderr }) => reject(new Error(`server exited with ${code} before it was ready: ${stderr}`)));
+    void exited.then(({ code, stderr }) =>
+      reject(new Error(`server exited with ${code} before it was ready: ${stderr}`)),
+    );
   });
   ready.catch(() => {}); // a test that expects a failed start awaits `exited` instead
   return { child, exited, logs, ready };

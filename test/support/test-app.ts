@@ -36,7 +36,10 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
   });
 }
 
-export async function buildTestApp(env: Record<string, string | undefined> = {}, options: Pick<BuildAppOptions, 'plugins'> = {}): Promise<TestApp> {
+export async function buildTestApp(
+  env: Record<string, string | undefined> = {},
+  options: Pick<BuildAppOptions, 'plugins'> = {},
+): Promise<TestApp> {
   const config = testConfig(env);
   const schema = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;
   const { db } = await createDatabase(config.database, schema ? { schema } : {});
@@ -50,7 +53,13 @@ export async function buildTestApp(env: Record<string, string | undefined> = {},
     },
   });
   // A short JWKS cooldown lets the key-rotation test run in a second instead of thirty.
-  const app = await buildApp({ config, db, logger: pino({ level: 'info' }, sink), auth: { jwksCooldownMs: 1000 }, ...options });
+  const app = await buildApp({
+    config,
+    db,
+    logger: pino({ level: 'info' }, sink),
+    auth: { jwksCooldownMs: 1000 },
+    ...options,
+  });
 
   afterAll(async () => {
     await app.close();

@@ -13,9 +13,21 @@ export interface TokenClaims {
   audience?: string;
 }
 
-export async function token({ sub = '1', scope = '', expiresIn = 3600, secret = TEST_JWT_SECRET, claims = {}, issuer, audience }: TokenClaims = {}): Promise<string> {
+export async function token({
+  sub = '1',
+  scope = '',
+  expiresIn = 3600,
+  secret = TEST_JWT_SECRET,
+  claims = {},
+  issuer,
+  audience,
+}: TokenClaims = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  let jwt = new SignJWT({ scope, ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setSubject(sub).setIssuedAt(now).setExpirationTime(now + expiresIn);
+  let jwt = new SignJWT({ scope, ...claims })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(sub)
+    .setIssuedAt(now)
+    .setExpirationTime(now + expiresIn);
   if (issuer) jwt = jwt.setIssuer(issuer);
   if (audience) jwt = jwt.setAudience(audience);
   return jwt.sign(new TextEncoder().encode(secret));

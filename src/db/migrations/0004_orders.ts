@@ -35,5 +35,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`create index orders_status_id_idx on orders (status, id)`.execute(db);
   await sql`create index orders_status_created_at_id_idx on orders (status, created_at, id)`.execute(db);
   await sql`create index orders_customer_created_at_id_idx on orders (customer_id, created_at, id)`.execute(db);
-  await sql`create index orders_customer_status_created_at_id_idx on orders (customer_id, status, created_at, id)`.execute(db);
+  await sql`create index orders_customer_status_created_at_id_idx on orders (customer_id, status, created_at, id)`.execute(
+    db,
+  );
 }

@@ -46,7 +46,8 @@ function rawParams(request: FastifyRequest): Record<string, string | undefined> 
 /** Query values as sent (the first, when a name repeats). */
 function rawQuery(request: FastifyRequest): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(parseQuery(requestQuery(request)))) out[name] = Array.isArray(value) ? value[0] : value;
+  for (const [name, value] of Object.entries(parseQuery(requestQuery(request))))
+    out[name] = Array.isArray(value) ? value[0] : value;
   return out;
 }
 
@@ -55,7 +56,14 @@ function fallbackProblem(request: FastifyRequest): Problem {
   const instance = request.url.split('?')[0]!;
   return {
     status: 500,
-    body: { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: INTERNAL_ERROR_DETAIL, instance, requestId: String(request.id) },
+    body: {
+      type: 'about:blank',
+      title: 'Internal Server Error',
+      status: 500,
+      detail: INTERNAL_ERROR_DETAIL,
+      instance,
+      requestId: String(request.id),
+    },
   };
 }
 

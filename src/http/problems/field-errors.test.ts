@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { toFieldErrors, toFieldPath } from './field-errors.js';
 
 const notBlank = { type: 'string', pattern: '\\S', minLength: 2, maxLength: 100 };
-const err = (e: Partial<ErrorObject>): ErrorObject => ({ keyword: 'type', instancePath: '', schemaPath: '#', params: {}, ...e }) as ErrorObject;
+const err = (e: Partial<ErrorObject>): ErrorObject =>
+  ({ keyword: 'type', instancePath: '', schemaPath: '#', params: {}, ...e }) as ErrorObject;
 
 describe('toFieldPath', () => {
   it.each([
@@ -33,15 +34,28 @@ describe('toFieldErrors', () => {
   it('nests required fields under their parent path', () => {
     const parent = { type: 'object', properties: { postalCode: notBlank } };
 
-    expect(toFieldErrors([err({ keyword: 'required', instancePath: '/address', params: { missingProperty: 'postalCode' }, parentSchema: parent })])).toEqual([
-      { field: 'address.postalCode', message: 'must not be blank', rejected: null },
-    ]);
+    expect(
+      toFieldErrors([
+        err({
+          keyword: 'required',
+          instancePath: '/address',
+          params: { missingProperty: 'postalCode' },
+          parentSchema: parent,
+        }),
+      ]),
+    ).toEqual([{ field: 'address.postalCode', message: 'must not be blank', rejected: null }]);
   });
 
   it('uses the Bean Validation messages for ranges and sizes', () => {
     const errors = toFieldErrors([
       err({ keyword: 'minimum', instancePath: '/age', params: { limit: 18 }, parentSchema: { minimum: 18 }, data: 17 }),
-      err({ keyword: 'maximum', instancePath: '/age', params: { limit: 120 }, parentSchema: { maximum: 120 }, data: 121 }),
+      err({
+        keyword: 'maximum',
+        instancePath: '/age',
+        params: { limit: 120 },
+        parentSchema: { maximum: 120 },
+        data: 121,
+      }),
       err({ keyword: 'exclusiveMinimum', instancePath: '/quantity', params: { limit: 0 }, parentSchema: {}, data: 0 }),
       err({ keyword: 'maxLength', instancePath: '/note', params: {}, parentSchema: { maxLength: 500 }, data: 'x' }),
     ]);
@@ -56,8 +70,20 @@ describe('toFieldErrors', () => {
 
   it('uses a schema x-message for a pattern, and never shows write-only values', () => {
     const errors = toFieldErrors([
-      err({ keyword: 'pattern', instancePath: '/address/postalCode', params: { pattern: '^\\d{5}$' }, parentSchema: { pattern: '^\\d{5}$', 'x-message': 'must be a 5-digit postal code' }, data: '123' }),
-      err({ keyword: 'minLength', instancePath: '/password', params: {}, parentSchema: { minLength: 8, maxLength: 72, writeOnly: true }, data: 'short' }),
+      err({
+        keyword: 'pattern',
+        instancePath: '/address/postalCode',
+        params: { pattern: '^\\d{5}$' },
+        parentSchema: { pattern: '^\\d{5}$', 'x-message': 'must be a 5-digit postal code' },
+        data: '123',
+      }),
+      err({
+        keyword: 'minLength',
+        instancePath: '/password',
+        params: {},
+        parentSchema: { minLength: 8, maxLength: 72, writeOnly: true },
+        data: 'short',
+      }),
     ]);
 
     expect(errors).toEqual([
@@ -79,8 +105,20 @@ describe('toFieldErrors', () => {
   it('treats null for a not-blank string as blank, and for another type as null', () => {
     const errors = toFieldErrors([
       err({ keyword: 'type', instancePath: '/name', params: { type: 'string' }, parentSchema: notBlank, data: null }),
-      err({ keyword: 'type', instancePath: '/productId', params: { type: 'integer' }, parentSchema: { type: 'integer' }, data: null }),
-      err({ keyword: 'type', instancePath: '/items', params: { type: 'array' }, parentSchema: { type: 'array' }, data: 'x' }),
+      err({
+        keyword: 'type',
+        instancePath: '/productId',
+        params: { type: 'integer' },
+        parentSchema: { type: 'integer' },
+        data: null,
+      }),
+      err({
+        keyword: 'type',
+        instancePath: '/items',
+        params: { type: 'array' },
+        parentSchema: { type: 'array' },
+        data: 'x',
+      }),
     ]);
 
     expect(errors).toEqual([
@@ -91,6 +129,16 @@ describe('toFieldErrors', () => {
   });
 
   it('returns undefined when the body itself is of the wrong type', () => {
-    expect(toFieldErrors([err({ keyword: 'type', instancePath: '', params: { type: 'object' }, parentSchema: { type: 'object' }, data: [] })])).toBeUndefined();
+    expect(
+      toFieldErrors([
+        err({
+          keyword: 'type',
+          instancePath: '',
+          params: { type: 'object' },
+          parentSchema: { type: 'object' },
+          data: [],
+        }),
+      ]),
+    ).toBeUndefined();
   });
 });

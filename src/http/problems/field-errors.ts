@@ -39,7 +39,10 @@ const TYPE_MESSAGES: Record<string, string> = {
  * deduplicated and sorted by field, then message. Returns undefined when the error is about
  * the value as a whole (a body that is not an object), which is not a field's failure.
  */
-export function toFieldErrors(errors: readonly ErrorObject[], raw?: Record<string, string | undefined>): FieldError[] | undefined {
+export function toFieldErrors(
+  errors: readonly ErrorObject[],
+  raw?: Record<string, string | undefined>,
+): FieldError[] | undefined {
   const out = new Map<string, FieldError>();
   for (const error of errors) {
     const e = toFieldError(error, raw);
@@ -50,7 +53,10 @@ export function toFieldErrors(errors: readonly ErrorObject[], raw?: Record<strin
   return [...out.values()].sort((a, b) => compare(a.field, b.field) || compare(a.message, b.message));
 }
 
-function toFieldError(error: ErrorObject, raw: Record<string, string | undefined> | undefined): FieldError | 'root' | undefined {
+function toFieldError(
+  error: ErrorObject,
+  raw: Record<string, string | undefined> | undefined,
+): FieldError | 'root' | undefined {
   const schema = (error.parentSchema ?? {}) as SchemaLike;
   const path = toFieldPath(error.instancePath);
 
@@ -77,13 +83,17 @@ function messageFor(error: ErrorObject, schema: SchemaLike, value: unknown): str
       return TYPE_MESSAGES[String(params.type).split(',')[0] ?? ''] ?? `must be ${String(params.type)}`;
     case 'minLength':
     case 'maxLength':
-      return schema['x-message'] ?? `size must be between ${schema.minLength ?? 0} and ${schema.maxLength ?? 2147483647}`;
+      return (
+        schema['x-message'] ?? `size must be between ${schema.minLength ?? 0} and ${schema.maxLength ?? 2147483647}`
+      );
     case 'minItems':
       return schema['x-message'] ?? `size must be between ${schema.minItems ?? 0} and ${schema.maxItems ?? 2147483647}`;
     case 'maxItems':
       return `size must be between ${schema.minItems ?? 0} and ${schema.maxItems ?? 2147483647}`;
     case 'pattern':
-      return schema.pattern === NOT_BLANK_PATTERN ? 'must not be blank' : (schema['x-message'] ?? `must match "${String(params.pattern)}"`);
+      return schema.pattern === NOT_BLANK_PATTERN
+        ? 'must not be blank'
+        : (schema['x-message'] ?? `must match "${String(params.pattern)}"`);
     case 'format':
       if (params.format === 'email') return 'must be a well-formed email address';
       return schema['x-message'] ?? `must be a valid ${String(params.format)}`;

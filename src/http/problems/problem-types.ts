@@ -26,7 +26,8 @@ export const PROBLEM_TYPES = {
   conflict: {
     status: 409,
     title: 'Conflict',
-    description: 'The request conflicts with the current state, such as a duplicate unique value; conflictingField names it.',
+    description:
+      'The request conflicts with the current state, such as a duplicate unique value; conflictingField names it.',
   },
   'internal-error': {
     status: 500,

@@ -68,12 +68,21 @@ export function toProblem(error: unknown, ctx: ProblemContext): Problem {
   if (error instanceof DomainError) return fromDomainError(error, ctx);
   if (error instanceof UnstorableInput) return validationProblem(error.fieldErrors, ctx);
   if (isDataException(error)) return plain(400, 'The request carries a value the database cannot store.', ctx);
-  if (isDatabaseTimeout(error) || error instanceof RequestTimedOut) return serviceUnavailable('The request took too long and was stopped. Retry later.', ctx);
+  if (isDatabaseTimeout(error) || error instanceof RequestTimedOut)
+    return serviceUnavailable('The request took too long and was stopped. Retry later.', ctx);
 
-  const e = error as { code?: string; statusCode?: number; validation?: ErrorObject[]; validationContext?: string } | null;
+  const e = error as {
+    code?: string;
+    statusCode?: number;
+    validation?: ErrorObject[];
+    validationContext?: string;
+  } | null;
   if (e?.code === 'FST_ERR_VALIDATION' && Array.isArray(e.validation)) {
     // Path and query values were coerced before they failed: echo them as the client sent them.
-    const raw = e.validationContext === 'params' || e.validationContext === 'querystring' ? ctx.rawValues?.(e.validationContext) : undefined;
+    const raw =
+      e.validationContext === 'params' || e.validationContext === 'querystring'
+        ? ctx.rawValues?.(e.validationContext)
+        : undefined;
     const fieldErrors = toFieldErrors(e.validation, raw);
     return fieldErrors === undefined
       ? plain(400, 'The request body must be a JSON object.', ctx)
@@ -81,15 +90,29 @@ export function toProblem(error: unknown, ctx: ProblemContext): Problem {
   }
   const status = e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return plain(status, FRAMEWORK_DETAILS[e?.code ?? ''] ?? (STATUS_TITLES[status] ? `${STATUS_TITLES[status]}.` : 'The request was rejected.'), ctx);
+    return plain(
+      status,
+      FRAMEWORK_DETAILS[e?.code ?? ''] ??
+        (STATUS_TITLES[status] ? `${STATUS_TITLES[status]}.` : 'The request was rejected.'),
+      ctx,
+    );
   }
   return internalError(ctx);
 }
 
-export function validationProblem(fieldErrors: ReturnType<typeof toFieldErrors> & object, ctx: ProblemContext): Problem {
+export function validationProblem(
+  fieldErrors: ReturnType<typeof toFieldErrors> & object,
+  ctx: ProblemContext,
+): Problem {
   switch (ctx.form) {
     case 'users-v1':
-      return problem(400, { type: 'about:blank', title: 'Validation Error', detail: 'Validation failed', instance: ctx.instance, errors: fieldErrors });
+      return problem(400, {
+        type: 'about:blank',
+        title: 'Validation Error',
+        detail: 'Validation failed',
+        instance: ctx.instance,
+        errors: fieldErrors,
+      });
     case 'orders-v1':
       return problem(400, {
         type: 'about:blank',
@@ -99,24 +122,43 @@ export function validationProblem(fieldErrors: ReturnType<typeof toFieldErrors> 
         errors: fieldErrors.map((f) => `${f.field}: ${f.message}`),
       });
     case 'typed':
-      return typed('validation-failed', 'Validation failed', ctx, { fieldErrors: fieldErrors.map(({ field, message }) => ({ field, message })) });
+      return typed('validation-failed', 'Validation failed', ctx, {
+        fieldErrors: fieldErrors.map(({ field, message }) => ({ field, message })),
+      });
   }
 }
 
 function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
   if (error instanceof EntityNotFound) {
     if (ctx.form === 'orders-v1' && error.entity === 'Order') {
-      return problem(404, { type: 'about:blank', title: 'Order not found', detail: error.message, instance: ctx.instance, orderId: error.id });
+      return problem(404, {
+        type: 'about:blank',
+        title: 'Order not found',
+        detail: error.message,
+        instance: ctx.instance,
+        orderId: error.id,
+      });
     }
     return typed('entity-not-found', error.message, ctx);
   }
   if (error instanceof OrderAlreadyCancelled && ctx.form !== 'typed') {
-    return problem(409, { type: 'about:blank', title: 'Order already cancelled', detail: error.message, instance: ctx.instance });
+    return problem(409, {
+      type: 'about:blank',
+      title: 'Order already cancelled',
+      detail: error.message,
+      instance: ctx.instance,
+    });
   }
   if (error instanceof InvalidOrderState) {
     return ctx.form === 'typed'
       ? typed('conflict', error.message, ctx, { currentStatus: error.currentStatus })
-      : problem(409, { type: 'about:blank', title: 'Invalid order state', detail: error.message, instance: ctx.instance, currentStatus: error.currentStatus });
+      : problem(409, {
+          type: 'about:blank',
+          title: 'Invalid order state',
+          detail: error.message,
+          instance: ctx.instance,
+          currentStatus: error.currentStatus,
+        });
   }
   if (error instanceof PreconditionFailed) {
     return { ...plain(412, error.message, ctx), headers: { etag: `"${error.currentVersion}"` } };
@@ -125,18 +167,33 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
     const extensions = error.conflictingField === undefined ? {} : { conflictingField: error.conflictingField };
     return ctx.form === 'typed'
       ? typed('conflict', error.message, ctx, extensions)
-      : problem(409, { type: 'about:blank', title: 'Conflict', detail: error.message, instance: ctx.instance, ...extensions });
+      : problem(409, {
+          type: 'about:blank',
+          title: 'Conflict',
+          detail: error.message,
+          instance: ctx.instance,
+          ...extensions,
+        });
   }
   // DESIGN §2: RFC 6750 challenges on 401 and 403.
   if (error instanceof Unauthenticated) {
-    return { ...plain(401, error.message, ctx), headers: { 'www-authenticate': error.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' } };
+    return {
+      ...plain(401, error.message, ctx),
+      headers: { 'www-authenticate': error.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' },
+    };
   }
   if (error instanceof Forbidden) {
-    return { ...plain(403, error.message, ctx), headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` } };
+    return {
+      ...plain(403, error.message, ctx),
+      headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` },
+    };
   }
-  if (error instanceof BusinessRuleViolation) return typed('business-rule-violation', error.message, ctx, error.extensions);
-  if (error instanceof TooManyRequests) return { ...plain(429, error.message, ctx), headers: { 'retry-after': String(error.retryAfterSeconds) } };
-  if (error instanceof DatabaseUnavailable) return serviceUnavailable('The service cannot reach its database. Retry later.', ctx);
+  if (error instanceof BusinessRuleViolation)
+    return typed('business-rule-violation', error.message, ctx, error.extensions);
+  if (error instanceof TooManyRequests)
+    return { ...plain(429, error.message, ctx), headers: { 'retry-after': String(error.retryAfterSeconds) } };
+  if (error instanceof DatabaseUnavailable)
+    return serviceUnavailable('The service cannot reach its database. Retry later.', ctx);
   return internalError(ctx);
 }
 
@@ -154,14 +211,36 @@ function internalError(ctx: ProblemContext): Problem {
   return { ...typed('internal-error', INTERNAL_ERROR_DETAIL, ctx, { requestId: ctx.requestId }), unexpected: true };
 }
 
-function typed(slug: ProblemSlug, detail: string, ctx: ProblemContext, extensions: Record<string, unknown> = {}): Problem {
+function typed(
+  slug: ProblemSlug,
+  detail: string,
+  ctx: ProblemContext,
+  extensions: Record<string, unknown> = {},
+): Problem {
   const { status, title } = PROBLEM_TYPES[slug];
-  return problem(status, { type: `${ctx.errorTypeBase}/${slug}`, title, detail, instance: ctx.instance, ...extensions });
+  return problem(status, {
+    type: `${ctx.errorTypeBase}/${slug}`,
+    title,
+    detail,
+    instance: ctx.instance,
+    ...extensions,
+  });
 }
 
 /** An about:blank problem: its title is the status's reason phrase (RFC 9457 §4.2.1). */
-export function plain(status: number, detail: string, ctx: Pick<ProblemContext, 'instance'>, extensions: Record<string, unknown> = {}): Problem {
-  return problem(status, { type: 'about:blank', title: STATUS_TITLES[status] ?? 'Error', detail, instance: ctx.instance, ...extensions });
+export function plain(
+  status: number,
+  detail: string,
+  ctx: Pick<ProblemContext, 'instance'>,
+  extensions: Record<string, unknown> = {},
+): Problem {
+  return problem(status, {
+    type: 'about:blank',
+    title: STATUS_TITLES[status] ?? 'Error',
+    detail,
+    instance: ctx.instance,
+    ...extensions,
+  });
 }
 
 interface ProblemFields {
@@ -173,7 +252,12 @@ interface ProblemFields {
 }
 
 function problem(status: number, body: ProblemFields): Problem {
-  const { type, title, detail, instance, ...extensions } = body as ProblemFields & { type: string; title: string; detail: string; instance: string };
+  const { type, title, detail, instance, ...extensions } = body as ProblemFields & {
+    type: string;
+    title: string;
+    detail: string;
+    instance: string;
+  };
   // Members in the order of spec 7.1, extensions after them.
   return { status, body: { type, title, status, detail, instance, ...extensions } };
 }
