@@ -11,6 +11,24 @@ export interface PageOf<T> {
   size: number;
 }
 
+export type SortDirection = 'asc' | 'desc';
+
+/**
+ * `sort=field[,asc|desc]` (spec 4.1 rule 4) → field and direction. The route's schema has
+ * already checked the pattern; each list has its own default direction.
+ */
+export function parseSort<F extends string>(
+  sort: string,
+  fields: readonly F[],
+  defaultDirection: SortDirection,
+): { sort: F; direction: SortDirection } {
+  const [field, dir] = sort.split(',');
+  const known = fields.find((f) => f === field);
+  if (known === undefined) throw new RangeError(`Unknown sort field: ${String(field)}`);
+  const direction = dir?.toLowerCase();
+  return { sort: known, direction: direction === 'asc' || direction === 'desc' ? direction : defaultDirection };
+}
+
 /** The size actually served, and the rows to skip. */
 export function pageWindow(page: number, requestedSize: number): { size: number; offset: number } {
   const size = Math.min(requestedSize, MAX_PAGE_SIZE);

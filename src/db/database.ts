@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
 import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
@@ -15,3 +15,8 @@ export interface Database {
 
 /** A repository's first argument: the database, or the transaction it must run inside. */
 export type Db = Kysely<Database> | Transaction<Database>;
+
+/** One round trip to the database (readiness, DESIGN §8); throws when it cannot be reached. */
+export async function pingDatabase(db: Db): Promise<void> {
+  await sql`select 1`.execute(db);
+}

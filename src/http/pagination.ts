@@ -30,11 +30,10 @@ export function toPageEnvelope<T>(content: T[], total: number, page: number, siz
 export function paged<T>(
   request: FastifyRequest,
   reply: FastifyReply,
-  trustProxy: boolean,
   result: { content: T[]; total: number; page: number; size: number },
 ): PageEnvelope<T> {
   const envelope = toPageEnvelope(result.content, result.total, result.page, result.size);
-  const base = `${requestOrigin(request, trustProxy)}${requestPath(request)}`;
+  const base = `${requestOrigin(request)}${requestPath(request)}`;
   const query = new URLSearchParams(requestQuery(request));
   query.set('size', String(envelope.size));
   const link = (page: number, rel: string) => {

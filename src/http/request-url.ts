@@ -11,13 +11,13 @@ function first(value: string | string[] | undefined): string | undefined {
 }
 
 /** `<scheme>://<host>[:<port>]<prefix>` of the request as the client addressed it. */
-export function requestOrigin(request: FastifyRequest, trustProxy: boolean): string {
+export function requestOrigin(request: FastifyRequest): string {
   const h = request.headers;
   const encrypted = (request.raw.socket as { encrypted?: boolean }).encrypted === true;
   let scheme = encrypted ? 'https' : 'http';
   let host = h.host ?? 'localhost';
   let prefix = '';
-  if (trustProxy) {
+  if (request.server.config.trustProxy) {
     const proto = first(h['x-forwarded-proto'])?.toLowerCase();
     if (proto === 'http' || proto === 'https') scheme = proto;
     host = first(h['x-forwarded-host']) ?? host;
@@ -52,6 +52,6 @@ export function requestQuery(request: FastifyRequest): string {
 }
 
 /** spec 4.1 rule 1: the request URL followed by /{id}. */
-export function createdLocation(request: FastifyRequest, trustProxy: boolean, id: number | string): string {
-  return `${requestOrigin(request, trustProxy)}${requestPath(request).replace(/\/+$/, '')}/${id}`;
+export function createdLocation(request: FastifyRequest, id: number | string): string {
+  return `${requestOrigin(request)}${requestPath(request).replace(/\/+$/, '')}/${id}`;
 }

@@ -4,16 +4,17 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
 import { prepare, prepareVariants } from '../db/prepared.js';
 import type { OrderStatus } from './order-status.js';
-import type { OrderSortField } from './orders.schemas.js';
 import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
 
 /** Which orders a caller may see: all (admin), or one customer's. */
 export type Visibility = { customerId: number | undefined } | 'all';
 
+/** The API's sort fields and their columns; the wire schema offers exactly these (tsc checks). */
 const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status: 'status' } as const satisfies Record<
-  OrderSortField,
+  string,
   keyof OrdersTable
 >;
+export type OrderSort = keyof typeof SORT_COLUMNS;
 
 const selectOrder = prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id));
 const selectCustomerOrder = prepare(2, (db, id: number, customerId: number) =>
@@ -50,6 +51,15 @@ export function findOrderItems(db: Db, orderId: number): Promise<OrderItemRow[]>
   return db.selectFrom('order_items').selectAll().where('order_id', '=', orderId).orderBy('line_no').execute();
 }
 
+/** Each product of the order and its quantity (one line per product). */
+export function findOrderLines(db: Db, orderId: number): Promise<{ productId: number; quantity: number }[]> {
+  return db
+    .selectFrom('order_items')
+    .select(['product_id as productId', 'quantity'])
+    .where('order_id', '=', orderId)
+    .execute();
+}
+
 export function updateOrder(
   db: Db,
   id: number,
@@ -70,7 +80,7 @@ export async function deleteOrderById(db: Db, id: number): Promise<void> {
 }
 
 export interface OrderListParams extends Filters {
-  sort: OrderSortField;
+  sort: OrderSort;
   direction: 'asc' | 'desc';
   offset: number;
   limit: number;
@@ -92,7 +102,7 @@ function filtered(db: Kysely<Database>, key: string, status: OrderStatus, custom
 }
 
 const selectOrderPage = prepareVariants(5, (key: string) => {
-  const [filters, sort, direction] = key.split(',') as [string, OrderSortField, 'asc' | 'desc'];
+  const [filters, sort, direction] = key.split(',') as [string, OrderSort, 'asc' | 'desc'];
   const column = SORT_COLUMNS[sort];
   return (db, status: OrderStatus, customerId: number, visibleTo: number, limit: number, offset: number) => {
     let page = filtered(db, filters, status, customerId, visibleTo).selectAll().orderBy(column, direction);

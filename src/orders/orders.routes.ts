@@ -7,10 +7,10 @@ import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schema
 import type { OrderAction } from './order-status.js';
 import {
   CancellationSchema,
-  OrderDetailV1Schema,
-  OrderItemsV1Schema,
+  OrderDetailSchema,
+  OrderItemsSchema,
   OrderListQuerySchema,
-  OrderPageV1Schema,
+  OrderPageSchema,
   UpdateOrderSchema,
 } from './orders.schemas.js';
 import * as orders from './orders.service.js';
@@ -22,7 +22,6 @@ export const write = { scope: 'orders:write' };
 export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
   return async (app) => {
     const { db } = app;
-    const { trustProxy } = app.config;
 
     app.get('/', {
       config: read,
@@ -30,10 +29,10 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         tags,
         summary: 'List orders (only the caller’s, without admin)',
         querystring: OrderListQuerySchema,
-        response: { 200: OrderPageV1Schema, ...problemResponses(400, 401, 403) },
+        response: { 200: OrderPageSchema, ...problemResponses(400, 401, 403) },
       },
       handler: async (request, reply) =>
-        paged(request, reply, trustProxy, await orders.listOrders(db, request.principal, request.query)),
+        paged(request, reply, await orders.listOrders(db, request.principal, request.query)),
     });
 
     app.get('/:id', {
@@ -42,7 +41,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         tags,
         summary: 'Get an order',
         params: IdParamSchema,
-        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404) },
+        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request) => orders.getOrder(db, request.principal, request.params.id),
     });
@@ -54,7 +53,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         summary: 'Change the note or shipping address (while PENDING or CONFIRMED)',
         params: IdParamSchema,
         body: UpdateOrderSchema,
-        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
       },
       handler: async (request) => orders.updateOrder(db, request.principal, request.params.id, request.body),
     });
@@ -80,7 +79,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         summary: 'Cancel the order (from PENDING or CONFIRMED; releases its stock)',
         params: IdParamSchema,
         body: CancellationSchema,
-        response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
       },
       handler: async (request) =>
         orders.applyAction(db, request.principal, request.params.id, 'cancel', request.body.reason),
@@ -101,7 +100,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
           summary,
           params: IdParamSchema,
           body: EmptyBody,
-          response: { 200: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+          response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
         },
         handler: async (request) => orders.applyAction(db, request.principal, request.params.id, action),
       });
@@ -113,7 +112,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         tags,
         summary: 'The order’s items',
         params: IdParamSchema,
-        response: { 200: OrderItemsV1Schema, ...problemResponses(400, 401, 403, 404) },
+        response: { 200: OrderItemsSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request) => orders.getOrderItems(db, request.principal, request.params.id),
     });

@@ -10,7 +10,7 @@ export const OrderStatusSchema = Type.Unsafe<OrderStatus>({
 
 const AddressSchema = Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' });
 
-export const OrderDetailV1Schema = Type.Object(
+export const OrderDetailSchema = Type.Object(
   {
     id: Type.Integer(),
     customerId: Type.Integer(),
@@ -24,9 +24,9 @@ export const OrderDetailV1Schema = Type.Object(
   },
   { title: 'OrderDetail' },
 );
-export type OrderDetail = Static<typeof OrderDetailV1Schema>;
+export type OrderDetail = Static<typeof OrderDetailSchema>;
 
-export const OrderSummaryV1Schema = Type.Object(
+export const OrderSummarySchema = Type.Object(
   {
     id: Type.Integer(),
     customerId: Type.Integer(),
@@ -37,9 +37,9 @@ export const OrderSummaryV1Schema = Type.Object(
   },
   { title: 'OrderSummary' },
 );
-export type OrderSummary = Static<typeof OrderSummaryV1Schema>;
+export type OrderSummary = Static<typeof OrderSummarySchema>;
 
-export const OrderItemV1Schema = Type.Object(
+export const OrderItemSchema = Type.Object(
   {
     productId: Type.Integer(),
     productName: Type.String(),
@@ -49,7 +49,7 @@ export const OrderItemV1Schema = Type.Object(
   },
   { title: 'OrderItem' },
 );
-export type OrderItem = Static<typeof OrderItemV1Schema>;
+export type OrderItem = Static<typeof OrderItemSchema>;
 
 const Quantity = () => Type.Integer({ exclusiveMinimum: 0, maximum: 100_000 });
 
@@ -101,8 +101,8 @@ export const OrderListQuerySchema = Type.Object({
 });
 export type OrderListQuery = Static<typeof OrderListQuerySchema>;
 
-export const OrderPageV1Schema = Page(OrderSummaryV1Schema);
-export const OrderItemsV1Schema = Type.Array(OrderItemV1Schema);
+export const OrderPageSchema = Page(OrderSummarySchema);
+export const OrderItemsSchema = Type.Array(OrderItemSchema);
 
 // v2 (spec 2.2 second create variant, DESIGN §6): a customer and a list of items.
 export const CreateOrderV2Schema = Type.Object(

@@ -1,12 +1,12 @@
 // Orders (spec 4.2, DESIGN §5): placing reserves stock in the same transaction as the insert;
 // every action runs through the state machine on a locked row, and moves stock as it says.
-import type { Transaction } from 'kysely';
 import type { Principal } from '../auth/principal.js';
-import type { Database, Db } from '../db/database.js';
-import { pageWindow, type PageOf } from '../page.js';
+import type { Db } from '../db/database.js';
+import { pageWindow, parseSort, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
-import { moveOrderStock, reserveStock } from '../products/stock.repository.js';
-import { lineTotal, orderTotal, toJsonNumber } from './money.js';
+import { findStock, moveStock, reserveStock } from '../products/index.js';
+import { userExists } from '../users/index.js';
+import { lineTotal, orderTotal, toJsonNumber } from '../money.js';
 import {
   holdsReservation,
   isEditable,
@@ -17,13 +17,13 @@ import {
 } from './order-status.js';
 import * as repo from './orders.repository.js';
 import type { Visibility } from './orders.repository.js';
-import type {
-  OrderDetail,
-  OrderItem,
-  OrderListQuery,
-  OrderSortField,
-  OrderSummary,
-  UpdateOrder,
+import {
+  ORDER_SORT_FIELDS,
+  type OrderDetail,
+  type OrderItem,
+  type OrderListQuery,
+  type OrderSummary,
+  type UpdateOrder,
 } from './orders.schemas.js';
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 
@@ -98,8 +98,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   const lines = [...quantities].sort(([a], [b]) => a - b);
 
   return db.transaction().execute(async (trx) => {
-    const customer = await trx.selectFrom('users').select('id').where('id', '=', customerId).executeTakeFirst();
-    if (customer === undefined)
+    if (!(await userExists(trx, customerId)))
       throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
 
     const items: Omit<OrderItemRow, 'order_id'>[] = [];
@@ -128,16 +127,8 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   });
 }
 
-async function whyNotReserved(
-  trx: Transaction<Database>,
-  productId: number,
-  quantity: number,
-): Promise<BusinessRuleViolation> {
-  const stock = await trx
-    .selectFrom('stock')
-    .select('available')
-    .where('product_id', '=', productId)
-    .executeTakeFirst();
+async function whyNotReserved(trx: Db, productId: number, quantity: number): Promise<BusinessRuleViolation> {
+  const stock = await findStock(trx, productId);
   if (stock === undefined) return new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
   return new BusinessRuleViolation(
     `Not enough stock for product ${productId}: ${quantity} requested, ${stock.available} available.`,
@@ -162,13 +153,11 @@ export async function getOrderItems(db: Db, caller: Principal, id: number): Prom
 
 export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): Promise<PageOf<OrderSummary>> {
   const { size, offset } = pageWindow(q.page, q.size);
-  const [field, dir] = q.sort.split(',');
   const { rows, total } = await repo.listOrders(db, {
     ...(q.status !== undefined ? { status: q.status as OrderStatus } : {}),
     ...(q.customerId !== undefined ? { customerId: q.customerId } : {}),
     visibility: visibilityFor(caller),
-    sort: field as OrderSortField,
-    direction: dir?.toLowerCase() === 'asc' ? 'asc' : 'desc',
+    ...parseSort(q.sort, ORDER_SORT_FIELDS, 'desc'),
     offset,
     limit: size,
   });
@@ -191,7 +180,7 @@ export async function applyAction(
     if (order === undefined) throw new EntityNotFound('Order', id);
     const next = nextStatus(id, order.status, action);
     const effect = stockEffect(order.status, next);
-    if (effect !== 'none') await moveOrderStock(trx, id, effect);
+    if (effect !== 'none') await moveStock(trx, await repo.findOrderLines(trx, id), effect);
     const updated = await repo.updateOrder(trx, id, {
       status: next,
       ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}),
@@ -224,7 +213,7 @@ export async function deleteOrder(db: Db, caller: Principal, id: number): Promis
   await db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) return;
-    if (holdsReservation(order.status)) await moveOrderStock(trx, id, 'release');
+    if (holdsReservation(order.status)) await moveStock(trx, await repo.findOrderLines(trx, id), 'release');
     await repo.deleteOrderById(trx, id);
   });
 }

@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
-import type { Numeric } from '../products/products.table.js';
+import type { Numeric } from '../db/columns.js';
 import type { OrderStatus } from './order-status.js';
 
 export interface OrdersTable {

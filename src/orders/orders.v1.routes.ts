@@ -6,14 +6,13 @@ import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
 import { orderRoutes, write } from './orders.routes.js';
-import { CreateOrderV1Schema, OrderDetailV1Schema } from './orders.schemas.js';
+import { CreateOrderV1Schema, OrderDetailSchema } from './orders.schemas.js';
 import * as orders from './orders.service.js';
 
 const tags = ['orders (v1)'];
 
 const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
-  const { trustProxy } = app.config;
   // DESIGN §7: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'orders-v1', cacheControl: 'no-store', version: 1 });
 
@@ -23,15 +22,12 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
       tags,
       summary: 'Place an order for the caller (reserves stock)',
       body: CreateOrderV1Schema,
-      response: { 201: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 415, 422) },
+      response: { 201: OrderDetailSchema, ...problemResponses(400, 401, 403, 415, 422) },
     },
     handler: async (request, reply) => {
       const { productId, quantity } = request.body;
       const order = await orders.placeOrder(db, request.principal, { items: [{ productId, quantity }] });
-      return reply
-        .code(201)
-        .header('location', createdLocation(request, trustProxy, order.id))
-        .send(order);
+      return reply.code(201).header('location', createdLocation(request, order.id)).send(order);
     },
   });
 

@@ -5,14 +5,13 @@ import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
 import { orderRoutes, write } from './orders.routes.js';
-import { CreateOrderV2Schema, OrderDetailV1Schema } from './orders.schemas.js';
+import { CreateOrderV2Schema, OrderDetailSchema } from './orders.schemas.js';
 import * as orders from './orders.service.js';
 
 const tags = ['orders (v2)'];
 
 const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
-  const { trustProxy } = app.config;
   // DESIGN §7: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 2 });
 
@@ -22,7 +21,7 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
       tags,
       summary: 'Place an order of one or more items (reserves stock)',
       body: CreateOrderV2Schema,
-      response: { 201: OrderDetailV1Schema, ...problemResponses(400, 401, 403, 415, 422) },
+      response: { 201: OrderDetailSchema, ...problemResponses(400, 401, 403, 415, 422) },
     },
     handler: async (request, reply) => {
       const { customerId, items } = request.body;
@@ -30,10 +29,7 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
         customerId,
         items: items.map(({ productId, quantity }) => ({ productId, quantity })),
       });
-      return reply
-        .code(201)
-        .header('location', createdLocation(request, trustProxy, order.id))
-        .send(order);
+      return reply.code(201).header('location', createdLocation(request, order.id)).send(order);
     },
   });
 

@@ -17,7 +17,6 @@ const PRODUCT_CACHE_CONTROL = 'max-age=3600';
 
 const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app;
-  const { trustProxy } = app.config;
 
   routeDefaults(app, { problemForm: 'typed' });
 
@@ -30,12 +29,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ProductPageSchema, ...problemResponses(400, 401, 403) },
     },
     handler: async (request, reply) =>
-      paged(
-        request,
-        reply.header('cache-control', 'no-cache'),
-        trustProxy,
-        await products.listProducts(db, request.query),
-      ),
+      paged(request, reply.header('cache-control', 'no-cache'), await products.listProducts(db, request.query)),
   });
 
   app.get('/:id', {
@@ -67,7 +61,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const product = await products.createProduct(db, request.body);
       return reply
         .code(201)
-        .header('location', createdLocation(request, trustProxy, product.id))
+        .header('location', createdLocation(request, product.id))
         .header('etag', etagFor(product.version))
         .header('cache-control', 'no-store')
         .send(product);

@@ -2,7 +2,7 @@
 import type { Db } from '../db/database.js';
 import { pageWindow, type PageOf } from '../page.js';
 import { EntityNotFound, PreconditionFailed } from '../errors.js';
-import { fromJsonNumber, toJsonNumber } from '../orders/money.js';
+import { fromJsonNumber, toJsonNumber } from '../money.js';
 import * as repo from './products.repository.js';
 import type { Product, ProductRequest } from './products.schemas.js';
 import type { ProductRow } from './products.table.js';

@@ -1,7 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
-
-/** numeric columns are read as strings (exact) and written as strings. */
-export type Numeric = ColumnType<string, string, string>;
+import type { Numeric } from '../db/columns.js';
 
 export interface ProductsTable {
   id: Generated<number>;

@@ -45,15 +45,24 @@ export async function reserveStock(
   return rows[0];
 }
 
+/** A quantity of one product: an order line, as far as stock is concerned. */
+export interface StockLine {
+  productId: number;
+  quantity: number;
+}
+
 /**
- * Moves an order's units in one statement: 'release' gives them back to available
- * (cancelling or deleting an unshipped order), 'consume' takes them out of reserved (shipping).
- * An order has one line per product, so no stock row is updated twice.
+ * Moves the lines' units in one statement: 'release' gives them back to available (cancelling
+ * or deleting an unshipped order), 'consume' takes them out of reserved (shipping). Each
+ * product appears once in `lines` (an order has one line per product), so no row is updated
+ * twice.
  */
-export async function moveOrderStock(db: Db, orderId: number, effect: 'release' | 'consume'): Promise<void> {
-  const available = effect === 'release' ? sql<number>`s.available + i.quantity` : sql<number>`s.available`;
+export async function moveStock(db: Db, lines: readonly StockLine[], effect: 'release' | 'consume'): Promise<void> {
+  if (lines.length === 0) return;
+  const available = effect === 'release' ? sql<number>`s.available + l.quantity` : sql<number>`s.available`;
+  const values = sql.join(lines.map((l) => sql`(${l.productId}::bigint, ${l.quantity}::integer)`));
   await sql`
-    update stock s set available = ${available}, reserved = greatest(s.reserved - i.quantity, 0), updated_at = now()
-    from order_items i
-    where i.order_id = ${orderId} and s.product_id = i.product_id`.execute(db);
+    update stock s set available = ${available}, reserved = greatest(s.reserved - l.quantity, 0), updated_at = now()
+    from (values ${values}) as l (product_id, quantity)
+    where s.product_id = l.product_id`.execute(db);
 }

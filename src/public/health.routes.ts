@@ -1,8 +1,8 @@
 // Liveness and readiness (DESIGN §8). Readiness asks the database; a load balancer takes an
 // instance out while its database is unreachable.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { sql } from 'kysely';
 import { Type } from 'typebox';
+import { pingDatabase } from '../db/database.js';
 import { problemResponses } from '../http/schemas.js';
 
 const HealthSchema = Type.Object({ status: Type.Literal('UP') }, { title: 'Health' });
@@ -24,7 +24,7 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (_request, reply) => {
       reply.header('cache-control', 'no-store');
-      await sql`select 1`.execute(app.db);
+      await pingDatabase(app.db);
       return { status: 'UP' as const };
     },
   });

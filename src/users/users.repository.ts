@@ -4,17 +4,18 @@ import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { prepare, prepareVariants } from '../db/prepared.js';
 import { Conflict } from '../errors.js';
-import type { UserSortField } from './users.schemas.js';
 import type { NewUserRow, UserRow } from './users.table.js';
 
 /** The columns a response may show; password_hash is never among them. */
 const PUBLIC_COLUMNS = ['id', 'name', 'email', 'age', 'address_street', 'address_postal_code', 'created_at'] as const;
 export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
 
+/** The API's sort fields and their columns; the wire schema offers exactly these (tsc checks). */
 const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<
-  UserSortField,
+  string,
   keyof UserRow
 >;
+export type UserSort = keyof typeof SORT_COLUMNS;
 
 function translate(error: unknown): never {
   if (isUniqueViolation(error, 'users_email_key'))
@@ -28,6 +29,12 @@ const selectUserById = prepare(1, (db, id: number) =>
 
 export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
   return (await selectUserById(db, id))[0];
+}
+
+const selectUserId = prepare(1, (db, id: number) => db.selectFrom('users').select('id').where('id', '=', id));
+
+export async function userExists(db: Db, id: number): Promise<boolean> {
+  return (await selectUserId(db, id)).length > 0;
 }
 
 export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {
@@ -61,7 +68,7 @@ export async function deleteUserById(db: Db, id: number): Promise<void> {
 export interface UserListParams {
   offset: number;
   limit: number;
-  sort: UserSortField;
+  sort: UserSort;
   direction: 'asc' | 'desc';
 }
 
@@ -78,8 +85,8 @@ export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: Publ
   return { rows, total: Number(counted?.count ?? 0) };
 }
 
-const selectUserPage = prepareVariants(2, (key: `${UserSortField},${'asc' | 'desc'}`) => {
-  const [sort, direction] = key.split(',') as [UserSortField, 'asc' | 'desc'];
+const selectUserPage = prepareVariants(2, (key: `${UserSort},${'asc' | 'desc'}`) => {
+  const [sort, direction] = key.split(',') as [UserSort, 'asc' | 'desc'];
   const column = SORT_COLUMNS[sort];
   return (db, limit: number, offset: number) => {
     let query = db.selectFrom('users').select(PUBLIC_COLUMNS).orderBy(column, direction);

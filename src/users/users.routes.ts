@@ -1,16 +1,106 @@
-// The user routes v1 and v2 share (spec 4.1 rule 3 and 6, DESIGN §3): deletion and the
-// password sub-resources, whose shapes do not differ by version.
+// The user routes (spec 4.1, DESIGN §3, §6), once for both versions. A version supplies what
+// differs: its schemas, its problem form, and which members of a body it may set (v1 never
+// touches age or address, even when a client sends them: unknown members are ignored).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Static, TSchema } from 'typebox';
+import { paged } from '../http/pagination.js';
+import type { ProblemForm } from '../http/problems/to-problem.js';
+import { createdLocation } from '../http/request-url.js';
+import { routeDefaults } from '../http/route-defaults.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
-import { PasswordChangeSchema } from './users.schemas.js';
+import { PasswordChangeSchema, UserListQuerySchema } from './users.schemas.js';
 import * as users from './users.service.js';
 
-export const read = { scope: 'users:read' };
-export const write = { scope: 'users:write' };
+const read = { scope: 'users:read' };
+const write = { scope: 'users:write' };
 
-export function userSubResources(tags: string[]): FastifyPluginAsyncTypebox {
+export interface UserVersion<Create extends TSchema, Replace extends TSchema, Patch extends TSchema> {
+  version: 1 | 2;
+  problemForm: ProblemForm;
+  schemas: { user: TSchema; page: TSchema; create: Create; replace: Replace; patch: Patch };
+  /** A create body → the new user's fields. */
+  create: (body: Static<Create>) => users.NewUser;
+  /** A PUT or PATCH body → the fields this version may change (PUT's schema requires them all). */
+  change: (body: Static<Replace> | Static<Patch>) => users.UserFields;
+}
+
+/**
+ * Registers list, read, create, replace, change, delete and the password sub-resources.
+ * (Fastify's type provider cannot resolve a body type from a generic schema, hence the
+ * `as Static<…>` on the validated bodies.)
+ */
+export function userRoutes<Create extends TSchema, Replace extends TSchema, Patch extends TSchema>(
+  v: UserVersion<Create, Replace, Patch>,
+): FastifyPluginAsyncTypebox {
+  const tags = [`users (v${v.version})`];
+  const { schemas } = v;
   return async (app) => {
     const { db } = app;
+    // DESIGN §7: user data is personal; no cache may keep it.
+    routeDefaults(app, { problemForm: v.problemForm, cacheControl: 'no-store', version: v.version });
+
+    app.get('/', {
+      config: read,
+      schema: {
+        tags,
+        summary: 'List users',
+        querystring: UserListQuerySchema,
+        response: { 200: schemas.page, ...problemResponses(400, 401, 403) },
+      },
+      handler: async (request, reply) =>
+        paged(request, reply, await users.listUsers(db, request.principal, request.query)),
+    });
+
+    app.get('/:id', {
+      config: read,
+      schema: {
+        tags,
+        summary: 'Get a user',
+        params: IdParamSchema,
+        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404) },
+      },
+      handler: async (request) => users.getUser(db, request.principal, request.params.id),
+    });
+
+    app.post('/', {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Create a user',
+        body: schemas.create,
+        response: { 201: schemas.user, ...problemResponses(400, 401, 403, 409, 415) },
+      },
+      handler: async (request, reply) => {
+        const user = await users.createUser(db, request.principal, v.create(request.body as Static<Create>));
+        return reply.code(201).header('location', createdLocation(request, user.id)).send(user);
+      },
+    });
+
+    app.put('/:id', {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Replace a user',
+        params: IdParamSchema,
+        body: schemas.replace,
+        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
+      },
+      handler: async (request) =>
+        users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Replace>)),
+    });
+
+    app.patch('/:id', {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Change some fields of a user',
+        params: IdParamSchema,
+        body: schemas.patch,
+        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
+      },
+      handler: async (request) =>
+        users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Patch>)),
+    });
 
     app.delete('/:id', {
       config: write,

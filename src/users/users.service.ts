@@ -2,12 +2,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { pageWindow, type PageOf } from '../page.js';
+import { pageWindow, parseSort, type PageOf } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
-import type { PasswordChange, UserSortField } from './users.schemas.js';
+import { USER_SORT_FIELDS, type PasswordChange } from './users.schemas.js';
 
 const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
 
@@ -93,21 +93,18 @@ export interface UserListRequest {
 export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
   const { size, offset } = pageWindow(q.page, q.size);
-  const [field, dir] = q.sort.split(',');
   const { rows, total } = await repo.listUsers(db, {
     offset,
     limit: size,
-    sort: field as UserSortField,
-    direction: dir?.toLowerCase() === 'desc' ? 'desc' : 'asc',
+    ...parseSort(q.sort, USER_SORT_FIELDS, 'asc'),
   });
   return { content: rows.map(toUser), total, page: q.page, size };
 }
 
-export async function createUser(
-  db: Db,
-  caller: Principal,
-  input: UserFields & { name: string; email: string; password: string },
-): Promise<User> {
+/** What a create carries: a v1 create sends no age or address. */
+export type NewUser = UserFields & { name: string; email: string; password: string };
+
+export async function createUser(db: Db, caller: Principal, input: NewUser): Promise<User> {
   assertAdmin(caller, 'Creating a user');
   const row = await repo.insertUser(db, {
     ...toColumns(input),

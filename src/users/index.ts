@@ -1,0 +1,3 @@
+// What other resources may use of users/ (docs/architecture.md, "Between resources"): an
+// order's customer must exist when the order is placed.
+export { userExists } from './users.repository.js';
