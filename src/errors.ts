@@ -1,8 +1,23 @@
 // Domain errors: what went wrong, in the service's terms. No HTTP here: the registry in
-// http/problems/ maps each to a status and problem form (STYLE principle 5).
+// http/problems/error-registry.ts maps each code to a status and a problem in every form
+// (STYLE principle 5). A new error is a class here and one row there; tsc refuses a code
+// without its row.
+
+export type DomainErrorCode =
+  | 'ENTITY_NOT_FOUND'
+  | 'CONFLICT'
+  | 'ORDER_ALREADY_CANCELLED'
+  | 'INVALID_ORDER_STATE'
+  | 'BUSINESS_RULE_VIOLATION'
+  | 'DATABASE_UNAVAILABLE'
+  | 'REQUEST_TIMED_OUT'
+  | 'FORBIDDEN'
+  | 'UNAUTHENTICATED'
+  | 'PRECONDITION_FAILED'
+  | 'TOO_MANY_REQUESTS';
 
 export abstract class DomainError extends Error {
-  abstract readonly code: string;
+  abstract readonly code: DomainErrorCode;
 }
 
 /** The entity does not exist (or, for a caller without access, must look as if it did not). */
@@ -18,7 +33,7 @@ export class EntityNotFound extends DomainError {
 
 /** A unique value is taken, or a concurrent change won the race. */
 export class Conflict extends DomainError {
-  readonly code = 'CONFLICT';
+  readonly code: 'CONFLICT' | 'ORDER_ALREADY_CANCELLED' | 'INVALID_ORDER_STATE' = 'CONFLICT';
   constructor(
     message: string,
     readonly conflictingField?: string,
@@ -57,6 +72,18 @@ export class Forbidden extends DomainError {
   }
 }
 
+/**
+ * The work took longer than allowed (DESIGN §9): REQUEST_TIMEOUT_MS for the request, or the
+ * database's statement time-out. The request may be retried later.
+ */
+export class RequestTimedOut extends DomainError {
+  readonly code = 'REQUEST_TIMED_OUT';
+  override readonly name = 'RequestTimedOut';
+  constructor(options?: { cause?: unknown }) {
+    super('The request took too long and was stopped', options);
+  }
+}
+
 /** No valid credentials (401). `tokenRejected`: a token was sent but did not verify. */
 export class Unauthenticated extends DomainError {
   readonly code = 'UNAUTHENTICATED';
@@ -70,6 +97,7 @@ export class Unauthenticated extends DomainError {
 
 /** A cancellation of an order that is already cancelled (spec 3: 409). */
 export class OrderAlreadyCancelled extends Conflict {
+  override readonly code = 'ORDER_ALREADY_CANCELLED';
   constructor(readonly orderId: number) {
     super(`Order ${orderId} is already cancelled.`);
   }
@@ -77,6 +105,7 @@ export class OrderAlreadyCancelled extends Conflict {
 
 /** An action or change the order's current status does not allow (DESIGN §5: 409). */
 export class InvalidOrderState extends Conflict {
+  override readonly code = 'INVALID_ORDER_STATE';
   constructor(
     readonly orderId: number,
     readonly currentStatus: string,

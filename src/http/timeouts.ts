@@ -5,7 +5,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { problemContext, sendProblem } from './problems/error-handler.js';
-import { RequestTimedOut, toProblem } from './problems/to-problem.js';
+import { RequestTimedOut } from '../errors.js';
+import { toProblem } from './problems/to-problem.js';
 
 const kDeadline = Symbol('deadline');
 type Timed = FastifyReply & { [kDeadline]: number };

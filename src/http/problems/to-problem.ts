@@ -1,21 +1,10 @@
 // Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
 // asks for. Pure: the error handler supplies the context and writes the reply.
 import type { ErrorObject } from 'ajv';
-import {
-  BusinessRuleViolation,
-  Conflict,
-  DatabaseUnavailable,
-  DomainError,
-  EntityNotFound,
-  Forbidden,
-  InvalidOrderState,
-  OrderAlreadyCancelled,
-  PreconditionFailed,
-  TooManyRequests,
-  Unauthenticated,
-} from '../../errors.js';
+import { DomainError, RequestTimedOut } from '../../errors.js';
 import { MAX_BODY_DEPTH, UnstorableInput } from '../body-guard.js';
 import { isDataException, isDatabaseTimeout } from '../../db/pg-errors.js';
+import { errorEntry } from './error-registry.js';
 import { toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 
@@ -52,9 +41,6 @@ export interface ProblemContext {
   rawValues?: (part: 'params' | 'querystring') => Record<string, string | undefined>;
 }
 
-/** Seconds a client should wait before retrying while the database is unreachable. */
-export const RETRY_AFTER_SECONDS = 5;
-
 const FRAMEWORK_DETAILS: Record<string, string> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'The request body is not valid JSON.',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'The request body is empty.',
@@ -68,8 +54,7 @@ export function toProblem(error: unknown, ctx: ProblemContext): Problem {
   if (error instanceof DomainError) return fromDomainError(error, ctx);
   if (error instanceof UnstorableInput) return validationProblem(error.fieldErrors, ctx);
   if (isDataException(error)) return plain(400, 'The request carries a value the database cannot store.', ctx);
-  if (isDatabaseTimeout(error) || error instanceof RequestTimedOut)
-    return serviceUnavailable('The request took too long and was stopped. Retry later.', ctx);
+  if (isDatabaseTimeout(error)) return fromDomainError(new RequestTimedOut({ cause: error }), ctx);
 
   const e = error as {
     code?: string;
@@ -129,81 +114,25 @@ export function validationProblem(
 }
 
 function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
-  if (error instanceof EntityNotFound) {
-    if (ctx.form === 'orders-v1' && error.entity === 'Order') {
-      return problem(404, {
-        type: 'about:blank',
-        title: 'Order not found',
-        detail: error.message,
-        instance: ctx.instance,
-        orderId: error.id,
-      });
-    }
-    return typed('entity-not-found', error.message, ctx);
-  }
-  if (error instanceof OrderAlreadyCancelled && ctx.form !== 'typed') {
-    return problem(409, {
-      type: 'about:blank',
-      title: 'Order already cancelled',
-      detail: error.message,
-      instance: ctx.instance,
-    });
-  }
-  if (error instanceof InvalidOrderState) {
-    return ctx.form === 'typed'
-      ? typed('conflict', error.message, ctx, { currentStatus: error.currentStatus })
-      : problem(409, {
+  const entry = errorEntry(error);
+  const detail = entry.detail?.(error) ?? error.message;
+  const extensions = entry.extensions?.(error) ?? {};
+  const v1 = ctx.form === 'typed' ? undefined : entry.forms?.[ctx.form]?.(error);
+  const status = typeof entry.type === 'number' ? entry.type : PROBLEM_TYPES[entry.type].status;
+  const result =
+    v1 !== undefined
+      ? problem(status, {
           type: 'about:blank',
-          title: 'Invalid order state',
-          detail: error.message,
+          title: v1.title,
+          detail,
           instance: ctx.instance,
-          currentStatus: error.currentStatus,
-        });
-  }
-  if (error instanceof PreconditionFailed) {
-    return { ...plain(412, error.message, ctx), headers: { etag: `"${error.currentVersion}"` } };
-  }
-  if (error instanceof Conflict) {
-    const extensions = error.conflictingField === undefined ? {} : { conflictingField: error.conflictingField };
-    return ctx.form === 'typed'
-      ? typed('conflict', error.message, ctx, extensions)
-      : problem(409, {
-          type: 'about:blank',
-          title: 'Conflict',
-          detail: error.message,
-          instance: ctx.instance,
-          ...extensions,
-        });
-  }
-  // DESIGN §2: RFC 6750 challenges on 401 and 403.
-  if (error instanceof Unauthenticated) {
-    return {
-      ...plain(401, error.message, ctx),
-      headers: { 'www-authenticate': error.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' },
-    };
-  }
-  if (error instanceof Forbidden) {
-    return {
-      ...plain(403, error.message, ctx),
-      headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${error.scope}"` },
-    };
-  }
-  if (error instanceof BusinessRuleViolation)
-    return typed('business-rule-violation', error.message, ctx, error.extensions);
-  if (error instanceof TooManyRequests)
-    return { ...plain(429, error.message, ctx), headers: { 'retry-after': String(error.retryAfterSeconds) } };
-  if (error instanceof DatabaseUnavailable)
-    return serviceUnavailable('The service cannot reach its database. Retry later.', ctx);
-  return internalError(ctx);
-}
-
-function serviceUnavailable(detail: string, ctx: ProblemContext): Problem {
-  return { ...plain(503, detail, ctx), headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } };
-}
-
-/** Raised by the request time-out (DESIGN §9): the request ran longer than REQUEST_TIMEOUT_MS. */
-export class RequestTimedOut extends Error {
-  override readonly name = 'RequestTimedOut';
+          ...(v1.extensions ?? extensions),
+        })
+      : typeof entry.type === 'number'
+        ? plain(entry.type, detail, ctx, extensions)
+        : typed(entry.type, detail, ctx, extensions);
+  const headers = entry.headers?.(error);
+  return headers === undefined ? result : { ...result, headers };
 }
 
 /** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (DESIGN §7). */

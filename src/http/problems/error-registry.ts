@@ -1,0 +1,118 @@
+// The error registry (STYLE principle 5, supabase/storage's ERRORS): every domain error code →
+// its problem. One row per code; tsc refuses a DomainErrorCode without a row. to-problem.ts
+// reads it; nothing else decides how a domain error looks on the wire.
+import type {
+  BusinessRuleViolation,
+  Conflict,
+  DatabaseUnavailable,
+  DomainError,
+  DomainErrorCode,
+  EntityNotFound,
+  Forbidden,
+  InvalidOrderState,
+  OrderAlreadyCancelled,
+  PreconditionFailed,
+  RequestTimedOut,
+  TooManyRequests,
+  Unauthenticated,
+} from '../../errors.js';
+import type { ProblemSlug } from './problem-types.js';
+
+/** Seconds a client should wait before retrying while the database is unreachable. */
+const RETRY_AFTER_SECONDS = 5;
+
+/** The v1 forms (spec 7.3) whose problems are about:blank with a title of their own. */
+export type V1Form = 'users-v1' | 'orders-v1';
+
+export interface ErrorEntry<E extends DomainError> {
+  /**
+   * A typed problem's slug (its status and title come from problem-types.ts), or a status for
+   * an about:blank problem titled with the status's reason phrase.
+   */
+  type: ProblemSlug | number;
+  /** The `detail`; the error's message when absent. */
+  detail?: (error: E) => string;
+  /** Members after the standard five. */
+  extensions?: (error: E) => Record<string, unknown>;
+  headers?: (error: E) => Record<string, string>;
+  /**
+   * Where a v1 form differs (spec 7.3): an about:blank problem with this title, and these
+   * extensions instead of the row's. Returning undefined keeps the row's problem.
+   */
+  forms?: Partial<Record<V1Form, (error: E) => { title: string; extensions?: Record<string, unknown> } | undefined>>;
+}
+
+type ErrorOf = {
+  ENTITY_NOT_FOUND: EntityNotFound;
+  CONFLICT: Conflict;
+  ORDER_ALREADY_CANCELLED: OrderAlreadyCancelled;
+  INVALID_ORDER_STATE: InvalidOrderState;
+  BUSINESS_RULE_VIOLATION: BusinessRuleViolation;
+  DATABASE_UNAVAILABLE: DatabaseUnavailable;
+  REQUEST_TIMED_OUT: RequestTimedOut;
+  FORBIDDEN: Forbidden;
+  UNAUTHENTICATED: Unauthenticated;
+  PRECONDITION_FAILED: PreconditionFailed;
+  TOO_MANY_REQUESTS: TooManyRequests;
+};
+
+const retryLater = () => ({ 'retry-after': String(RETRY_AFTER_SECONDS) });
+const conflictingField = (e: Conflict) =>
+  e.conflictingField === undefined ? {} : { conflictingField: e.conflictingField };
+
+export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
+  ENTITY_NOT_FOUND: {
+    type: 'entity-not-found',
+    forms: {
+      'orders-v1': (e) =>
+        e.entity === 'Order' ? { title: 'Order not found', extensions: { orderId: e.id } } : undefined,
+    },
+  },
+  CONFLICT: {
+    type: 'conflict',
+    extensions: conflictingField,
+    forms: { 'users-v1': () => ({ title: 'Conflict' }), 'orders-v1': () => ({ title: 'Conflict' }) },
+  },
+  ORDER_ALREADY_CANCELLED: {
+    type: 'conflict',
+    forms: {
+      'users-v1': () => ({ title: 'Order already cancelled' }),
+      'orders-v1': () => ({ title: 'Order already cancelled' }),
+    },
+  },
+  INVALID_ORDER_STATE: {
+    type: 'conflict',
+    extensions: (e) => ({ currentStatus: e.currentStatus }),
+    forms: {
+      'users-v1': () => ({ title: 'Invalid order state' }),
+      'orders-v1': () => ({ title: 'Invalid order state' }),
+    },
+  },
+  BUSINESS_RULE_VIOLATION: { type: 'business-rule-violation', extensions: (e) => e.extensions },
+  // DESIGN §2: RFC 6750 challenges on 401 and 403.
+  UNAUTHENTICATED: {
+    type: 401,
+    headers: (e) => ({ 'www-authenticate': e.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' }),
+  },
+  FORBIDDEN: {
+    type: 403,
+    headers: (e) => ({ 'www-authenticate': `Bearer error="insufficient_scope", scope="${e.scope}"` }),
+  },
+  PRECONDITION_FAILED: { type: 412, headers: (e) => ({ etag: `"${e.currentVersion}"` }) },
+  TOO_MANY_REQUESTS: { type: 429, headers: (e) => ({ 'retry-after': String(e.retryAfterSeconds) }) },
+  DATABASE_UNAVAILABLE: {
+    type: 503,
+    detail: () => 'The service cannot reach its database. Retry later.',
+    headers: retryLater,
+  },
+  REQUEST_TIMED_OUT: {
+    type: 503,
+    detail: () => 'The request took too long and was stopped. Retry later.',
+    headers: retryLater,
+  },
+};
+
+/** The row of an error's code. */
+export function errorEntry(error: DomainError): ErrorEntry<DomainError> {
+  return ERRORS[error.code] as ErrorEntry<DomainError>;
+}
