@@ -2,9 +2,7 @@
 // own API (so it works on either engine, and never opens the embedded database a second
 // time). Signs an admin token with the configured secret (or the development one in DATA_DIR).
 // Target: SEED_URL, else BASE_URL, else http://localhost:$PORT. Safe to run twice.
-import { SignJWT } from 'jose';
-import { withDevelopmentSecret } from '../src/auth/dev-secret.js';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { signToken } from './sign-token.js';
 
 const DEMO = [
   { sku: 'DEMO-MUG', name: 'Enamel mug', description: 'Holds 350 ml of coffee.', price: 12.5, available: 25 },
@@ -13,18 +11,15 @@ const DEMO = [
 ];
 
 try {
-  const { config } = await withDevelopmentSecret(loadConfig(process.env));
-  if (config.jwt.secret === undefined) throw new ConfigError('npm run seed signs its token with JWT_SECRET');
+  const { token, config } = await signToken({
+    sub: 'seed',
+    scope: 'admin products:read products:write',
+    expires: '5m',
+    purpose: 'npm run seed',
+  });
   const base = (process.env.SEED_URL ?? config.baseUrl).replace(/\/+$/, '');
-  let jwt = new SignJWT({ scope: 'admin products:read products:write' })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setSubject('seed')
-    .setIssuedAt()
-    .setExpirationTime('5m');
-  if (config.jwt.issuer) jwt = jwt.setIssuer(config.jwt.issuer);
-  if (config.jwt.audience) jwt = jwt.setAudience(config.jwt.audience);
   const headers = {
-    authorization: `Bearer ${await jwt.sign(new TextEncoder().encode(config.jwt.secret))}`,
+    authorization: `Bearer ${token}`,
     'content-type': 'application/json',
   };
 
