@@ -32,7 +32,9 @@ function send(res: ServerResponse, r: UserRow | undefined): void {
 }
 
 const idOf = (url: string) => Number(url.slice(url.lastIndexOf('/') + 1));
-const ready = () => console.log('ready');
+const ready = () => {
+  console.log('ready');
+};
 
 if (kind === 'http') {
   const body = JSON.stringify({
@@ -50,9 +52,9 @@ if (kind === 'http') {
   }).listen(port, '127.0.0.1', ready);
 } else if (kind === 'pg') {
   const { default: postgres } = await import('postgres');
-  const sql = postgres(arg!, { max: 1, prepare: true, onnotice: () => {} });
+  const sql = postgres(arg ?? '', { max: 1, prepare: true, onnotice: () => {} });
   createServer((req, res) => {
-    sql<UserRow[]>`select id, name, email, created_at from users where id = ${idOf(req.url!)}`.then(
+    sql<UserRow[]>`select id, name, email, created_at from users where id = ${idOf(req.url ?? '')}`.then(
       (rows) => send(res, rows[0]),
       () => res.writeHead(500).end(),
     );
@@ -63,7 +65,7 @@ if (kind === 'http') {
   await db.exec(`create table users (id bigserial primary key, name text not null, email text not null, created_at timestamptz not null default now());
     insert into users (name, email) select 'Seed ' || i, 'seed' || i || '@example.com' from generate_series(1, ${Number(arg ?? 1000)}) i;`);
   createServer((req, res) => {
-    db.query<UserRow>('select id, name, email, created_at from users where id = $1', [idOf(req.url!)]).then(
+    db.query<UserRow>('select id, name, email, created_at from users where id = $1', [idOf(req.url ?? '')]).then(
       (result) => send(res, result.rows[0]),
       () => res.writeHead(500).end(),
     );

@@ -34,7 +34,8 @@ const SOAK_MINUTES = Number(process.env.BENCH_SOAK_MINUTES ?? 10);
 const SLICE = 30;
 const POOL = Number(process.env.DATABASE_POOL_SIZE ?? DEFAULT_POOL_SIZE);
 const DB_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/resource_api_bench';
-const ONLY = option('--only') === undefined ? undefined : new RegExp(option('--only')!);
+const only = option('--only');
+const ONLY = only === undefined ? undefined : new RegExp(only);
 const USERS = 1000;
 const PRODUCTS = 100;
 const SECRET = 'benchmark-secret-benchmark-secret-benchmark';
@@ -52,7 +53,8 @@ const TOKEN = await new SignJWT({
 const cores = availableParallelism();
 const SERVER_CORE = '0';
 const LOAD_CORE = String(cores - 1);
-const pin = (core: string, command: string[]) => (cores >= 2 ? ['taskset', '-c', core, ...command] : command);
+const pin = (core: string, command: [string, ...string[]]): [string, ...string[]] =>
+  cores >= 2 ? ['taskset', '-c', core, ...command] : command;
 const work = mkdtempSync(join(tmpdir(), 'resource-api-bench-'));
 
 const children: ChildProcess[] = [];
@@ -70,7 +72,7 @@ async function startServer(name: string, port: number, script: string[], env: Re
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');
   const [command, ...rest] = pin(SERVER_CORE, [process.execPath, ...script]);
-  const child = spawn(command!, rest, {
+  const child = spawn(command, rest, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', fd, fd],
@@ -83,7 +85,7 @@ async function startServer(name: string, port: number, script: string[], env: Re
   );
   for (let i = 0; i < 600; i++) {
     const text = readFileSync(log, 'utf8');
-    if (/resource-api ready|^ready$/m.test(text)) return { name, port, pid: child.pid!, child };
+    if (/resource-api ready|^ready$/m.test(text)) return { name, port, pid: child.pid ?? 0, child };
     await Promise.race([new Promise((r) => setTimeout(r, 100)), exited]);
   }
   throw new Error(`${name} did not start: ${readFileSync(log, 'utf8').slice(-2000)}`);
@@ -126,7 +128,7 @@ function postgresTicks(): Map<number, number> {
 
 function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
 }
 
 // ---- wrk ------------------------------------------------------------------------------------
@@ -222,7 +224,7 @@ function wrk(server: Server, lua: string, seconds: number): Promise<Measurement>
       `Origin: ${ORIGIN}`,
       `http://127.0.0.1:${server.port}`,
     ]);
-    const child = spawn(command!, rest, { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(command, rest, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('exit', (code) => {
@@ -331,11 +333,11 @@ const anchor = (name: string, port: number, ...anchorArgs: string[]) =>
   );
 
 function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
   return rows
     .map(
       (r, ri) =>
-        r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ') +
+        r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ') +
         (ri === 0 ? `\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : ''),
     )
     .join('\n');
@@ -457,7 +459,7 @@ async function ratios(): Promise<void> {
     }
   }
 
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
   const summary = new Map(
     [...results].map(([name, ms]) => [
       name,
@@ -475,10 +477,11 @@ async function ratios(): Promise<void> {
   ];
   let failed = 0;
   for (const c of cases) {
-    const s = summary.get(c.name)!;
-    const a = c.anchor === undefined ? undefined : summary.get(c.anchor)!;
+    const s = summary.get(c.name);
+    if (s === undefined) continue;
+    const a = c.anchor === undefined ? undefined : summary.get(c.anchor);
     const ratio = a === undefined ? undefined : s.rps / a.rps;
-    const ok = ratio === undefined || ratio >= c.target!;
+    const ok = ratio === undefined || ratio >= (c.target ?? 0);
     // POST is compared with GET for throughput only; its latency is a write's.
     const p99ok = a === undefined || c.target === 0.25 ? '' : s.p99 <= 2 * a.p99 ? 'yes' : 'NO';
     if (!ok || p99ok === 'NO') failed++;
@@ -519,7 +522,7 @@ async function soak(): Promise<void> {
       const rss = rssMiB(pg.pid);
       slices.push({ rps: m.rps, rss });
       rows.push([`${s * SLICE}–${(s + 1) * SLICE} s`, f0(m.rps), f2(m.p99), f0(m.serverUs), f0(m.postgresUs), f1(rss)]);
-      console.log(rows.at(-1)!.join('  '));
+      console.log((rows.at(-1) ?? []).join('  '));
     }
     const perMinute = 60 / SLICE;
     const mean = (xs: { rps: number }[]) => xs.reduce((a, x) => a + x.rps, 0) / xs.length;
@@ -533,7 +536,7 @@ async function soak(): Promise<void> {
     const slope =
       slices.reduce((a, x, i) => a + (i - mt) * (x.rps - mr), 0) / slices.reduce((a, _x, i) => a + (i - mt) ** 2, 0);
     const trend = (mr + slope * (n - 1 - mt)) / (mr - slope * mt);
-    const rssGrowth = slices.at(-1)!.rss / slices[0]!.rss;
+    const rssGrowth = (slices.at(-1)?.rss ?? NaN) / (slices[0]?.rss ?? NaN);
     const ok = trend >= 0.95 && rssGrowth <= 1.2;
     if (!ok) failed++;
     console.log(
@@ -556,7 +559,7 @@ async function pools(): Promise<void> {
     const get = await wrk(pg, script(`pool-get-${size}`, byId('/api/v1/users/', USERS)), DURATION);
     const post = await wrk(pg, script(`pool-post-${size}`, orders(1)), DURATION);
     rows.push([String(size), f0(mixed.rps), f2(mixed.p99), f0(get.rps), f0(post.rps), f0(mixed.serverUs)]);
-    console.log(rows.at(-1)!.join('  '));
+    console.log((rows.at(-1) ?? []).join('  '));
     await stopServer(pg);
   }
   console.log(`\n${table(rows)}`);

@@ -175,9 +175,9 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     DATABASE_STATEMENT_TIMEOUT_MS: merged.DATABASE_STATEMENT_TIMEOUT_MS ?? '10000',
     DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: merged.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS ?? '30000',
   };
-  for (const key of Object.keys(raw)) if (raw[key] === undefined) delete raw[key];
+  const defined = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== undefined));
 
-  const parsed = Value.Convert(EnvSchema, { ...raw }) as Record<string, unknown>; // Convert may write into its argument
+  const parsed = Value.Convert(EnvSchema, { ...defined }) as Record<string, unknown>; // Convert may write into its argument
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
   if (!['true', 'false'].includes(String(raw.TRUST_PROXY)))
     fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
@@ -282,7 +282,10 @@ function nonEmpty(value: string | undefined): string | undefined {
 }
 
 function fail(name: string, schema: TSchema | undefined, value: unknown): never {
-  const rule = (schema as { description?: string } | undefined)?.description ?? 'a valid value';
+  const rule =
+    schema !== undefined && 'description' in schema && typeof schema.description === 'string'
+      ? schema.description
+      : 'a valid value';
   const shown =
     (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') || name === 'REDIS_URL'
       ? '(hidden)'

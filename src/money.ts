@@ -7,8 +7,9 @@ const SCALE = 100n;
 export function toCents(amount: string): bigint {
   const m = /^(-?)(\d+)(?:\.(\d{1,2}))?$/.exec(amount.trim());
   if (m === null) throw new RangeError(`Not a money amount: ${amount}`);
-  const cents = BigInt(m[2]!) * SCALE + BigInt((m[3] ?? '').padEnd(2, '0'));
-  return m[1] === '-' ? -cents : cents;
+  const [, sign, units = '0', fraction = ''] = m;
+  const cents = BigInt(units) * SCALE + BigInt(fraction.padEnd(2, '0'));
+  return sign === '-' ? -cents : cents;
 }
 
 /** 5997n → "59.97" */

@@ -28,17 +28,19 @@ interface FetchResult {
 }
 
 describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
-  let browser: Browser;
-  let pages: Server;
+  // Undefined until beforeAll gets that far: afterAll must not fail on what never started.
+  let browser: Browser | undefined;
+  let pages: Server | undefined;
   let apiBase: string;
   let pageBase: string;
 
   beforeAll(async () => {
-    pages = createServer((_req, res) =>
+    const server = createServer((_req, res) =>
       res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>client</title><p>client app</p>'),
     );
-    await new Promise<void>((resolve) => pages.listen(0, '127.0.0.1', resolve));
-    const pagePort = (pages.address() as AddressInfo).port;
+    pages = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const pagePort = (server.address() as AddressInfo).port;
     pageBase = `http://app.test:${pagePort}`;
 
     const { app } = await buildTestApp({ CORS_ALLOWED_ORIGINS: pageBase });
@@ -67,7 +69,7 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
   });
 
   async function openPage(origin: string): Promise<Page> {
-    const page = await browser.newPage();
+    const page = await browser!.newPage();
     await page.goto(`${origin}/`);
     return page;
   }

@@ -95,7 +95,7 @@ const edgeNumbers = fc.constantFrom(
   2 ** 53 + 1,
   Number.MAX_SAFE_INTEGER,
   1e21,
-  123456789.123456789,
+  123456789.12345679, // as many digits as a double holds
 );
 const edgeNumberTexts = fc.constantFrom(
   '-0',
@@ -302,7 +302,7 @@ function mutatedBody(schema: Schema): fc.Arbitrary<unknown> {
 /** Text for a path or query value: typed values, edge texts, and any Unicode. */
 function textFor(schema: Schema): fc.Arbitrary<string> {
   return fc.oneof(
-    valueFor(schema).map((v) => (typeof v === 'string' ? v : (JSON.stringify(v) ?? ''))),
+    valueFor(schema).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))),
     edgeNumberTexts,
     unicodeText,
   );
@@ -459,7 +459,7 @@ describe('hostile input never gets a 5xx', async () => {
           expect(typeof problem.type, where).toBe('string');
         }
       }),
-      { seed: SEED, numRuns: RUNS, endOnFailure: false, verbose: 1 },
+      { seed: SEED, numRuns: RUNS, endOnFailure: false, verbose: fc.VerbosityLevel.Verbose },
     );
   }, 600_000);
 

@@ -10,7 +10,9 @@ if (engine === 'postgres' && !run) console.warn(`SKIPPED postgres-restart.test.t
 
 describe.runIf(run)('a PostgreSQL restart under a running service', async () => {
   const pg = await createPrivatePostgres();
-  afterAll(() => pg.destroy());
+  afterAll(() => {
+    pg.destroy();
+  });
   const { app } = await buildTestApp({ DATABASE_URL: pg.url });
   const api = asAdmin(app);
 

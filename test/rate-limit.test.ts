@@ -195,7 +195,10 @@ const REDIS = 'redis://127.0.0.1:6379';
 async function reachable(port: number): Promise<boolean> {
   const { connect } = await import('node:net');
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve(true);
+    });
     socket.on('error', () => resolve(false));
   });
 }

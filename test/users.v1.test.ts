@@ -29,7 +29,7 @@ describe('POST /api/v1/users', () => {
     expect(response.headers.location).toBe(`http://api.example.test:8443/api/v1/users/${user.id}`);
     expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(response.headers['cache-control']).toBe('no-store');
-    const followUp = await api({ method: 'GET', url: response.headers.location as string });
+    const followUp = await api({ method: 'GET', url: response.headers.location });
     expect(followUp.json()).toEqual(user);
   });
 

@@ -21,8 +21,8 @@ export async function withDevelopmentSecret(config: Config): Promise<{ config: C
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     await mkdir(dir, { recursive: true });
     value = randomBytes(48).toString('base64url');
-    await writeFile(file, `${value}\n`, { mode: 0o600, flag: 'wx' }).catch(async (e: NodeJS.ErrnoException) => {
-      if (e.code !== 'EEXIST') throw e;
+    await writeFile(file, `${value}\n`, { mode: 0o600, flag: 'wx' }).catch(async (e: unknown) => {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       value = (await readFile(file, 'utf8')).trim(); // another process wrote it first
     });
   }

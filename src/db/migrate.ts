@@ -13,6 +13,6 @@ export async function migrateToLatest(db: Kysely<Database>, schema?: string): Pr
     ...(schema ? { migrationTableSchema: schema } : {}),
   });
   const { error, results = [] } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
+  if (error !== undefined) throw error instanceof Error ? error : new Error('Migration failed', { cause: error });
   return results.filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

@@ -50,7 +50,7 @@ class PGliteConnection implements DatabaseConnection {
       : { rows: result.rows, numAffectedRows: BigInt(result.affectedRows) };
   }
 
-  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+  streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('Streaming is not supported on the embedded engine');
   }
 }
@@ -87,7 +87,7 @@ class PGliteDriver implements Driver {
     await connection.executeQuery(CompiledQuery.raw('rollback'));
   }
   async releaseConnection(connection: DatabaseConnection): Promise<void> {
-    (connection as PGliteConnection).release();
+    if (connection instanceof PGliteConnection) connection.release();
   }
   async destroy(): Promise<void> {
     const release = await this.#mutex.lock(); // let queued statements finish first

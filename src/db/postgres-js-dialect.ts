@@ -86,7 +86,8 @@ class PostgresJsConnection implements DatabaseConnection {
 
   /** A statement on the reserved connection, failing at once if that connection was lost. */
   #onReserved(text: string, parameters: readonly unknown[]) {
-    const reserved = this.#reserved!;
+    const reserved = this.#reserved;
+    if (reserved === undefined) return Promise.reject(new Error('No transaction is open on this connection'));
     if (reserved.isLost()) return Promise.reject(connectionLost());
     return Promise.race([reserved.sql.unsafe(text, parameters as never[], { prepare: true }), reserved.lost]);
   }
@@ -97,6 +98,12 @@ class PostgresJsConnection implements DatabaseConnection {
   }
 }
 
+/** Kysely hands back the connection this driver acquired; anything else is a bug. */
+function own(connection: DatabaseConnection): PostgresJsConnection {
+  if (!(connection instanceof PostgresJsConnection)) throw new TypeError('Not a connection of this driver');
+  return connection;
+}
+
 class PostgresJsDriver implements Driver {
   constructor(private readonly pool: PostgresPool) {}
   async init(): Promise<void> {}
@@ -104,13 +111,13 @@ class PostgresJsDriver implements Driver {
     return new PostgresJsConnection(this.pool);
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    await (connection as PostgresJsConnection).begin(settings);
+    await own(connection).begin(settings);
   }
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    await (connection as PostgresJsConnection).end('commit');
+    await own(connection).end('commit');
   }
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await (connection as PostgresJsConnection).end('rollback');
+    await own(connection).end('rollback');
   }
   async releaseConnection(): Promise<void> {}
   async destroy(): Promise<void> {

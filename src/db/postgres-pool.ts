@@ -65,6 +65,8 @@ export interface Reservation {
 
 export class PostgresPool {
   readonly clients: readonly PoolClient[];
+  /** Where a query goes when every connection is reserved: it waits behind the transaction. */
+  readonly #fallback: PoolClient;
   readonly #waiting = new Fifo<(client: PoolClient) => void>();
 
   readonly #pipelineDepth: number;
@@ -90,6 +92,9 @@ export class PostgresPool {
       });
       return client;
     });
+    const [first] = this.clients;
+    if (first === undefined) throw new RangeError('pool has no client');
+    this.#fallback = first;
   }
 
   /**
@@ -106,9 +111,9 @@ export class PostgresPool {
   }
 
   #query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
-    const client = this.#forQuery() ?? this.clients[0]!;
+    const client = this.#forQuery() ?? this.#fallback;
     client.inflight++;
-    const pending = client.sql.unsafe(text, parameters as never[], { prepare: true }) as PendingQuery<Row[]>;
+    const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: true });
     return pending.then(
       (rows) => {
         client.inflight--;
@@ -159,7 +164,7 @@ export class PostgresPool {
 
   /** The client a cursor or LISTEN may use: the least loaded one. */
   anyClient(): Sql {
-    return (this.#leastLoaded() ?? this.clients[0]!).sql;
+    return (this.#leastLoaded() ?? this.#fallback).sql;
   }
 
   async end(options: { timeout?: number } = {}): Promise<void> {

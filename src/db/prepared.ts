@@ -33,7 +33,7 @@ export function prepare<R, A extends unknown[]>(
   return async (db, ...args) => {
     if (template === undefined) {
       const placeholders = Array.from({ length: arity }, (_, i) => `\u0000prepared-arg-${i}\u0000`);
-      const compiled = build(db as Kysely<Database>, ...(placeholders as unknown as A)).compile();
+      const compiled = build(db, ...(placeholders as unknown as A)).compile();
       template = {
         sql: compiled.sql,
         slots: compiled.parameters.map((p) => {

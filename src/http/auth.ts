@@ -101,11 +101,14 @@ export class TokenVerifier {
       ...(this.jwt.issuer ? { issuer: this.jwt.issuer } : {}),
       ...(this.jwt.audience ? { audience: this.jwt.audience } : {}),
     });
-    const principal = principalFrom(payload.sub!, scopesOf(payload));
+    // requiredClaims made jose refuse a token without them.
+    const { sub = '', exp = 0 } = payload;
+    const principal = principalFrom(sub, scopesOf(payload));
     if (this.cacheSize > 0) {
       // Oldest first out: a Map iterates in insertion order.
-      if (this.#cache.size >= this.cacheSize) this.#cache.delete(this.#cache.keys().next().value!);
-      this.#cache.set(token, { principal, expiresAt: (payload.exp! + CLOCK_TOLERANCE_SECONDS) * 1000 });
+      const oldest = this.#cache.keys().next();
+      if (this.#cache.size >= this.cacheSize && oldest.done !== true) this.#cache.delete(oldest.value);
+      this.#cache.set(token, { principal, expiresAt: (exp + CLOCK_TOLERANCE_SECONDS) * 1000 });
     }
     return principal;
   }
@@ -142,11 +145,16 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
     // A 401 counts against the address's anonymous quota (DESIGN §11): guessing tokens is slow.
     const reject = (error: Unauthenticated) => {
       const limit = request.server.rateLimitAnonymous;
-      if (limit === undefined) return done(error);
-      limit(request, reply, (limited) => done(limited ?? error));
+      if (limit === undefined) {
+        done(error);
+        return;
+      }
+      limit(request, reply, (limited) => {
+        done(limited ?? error);
+      });
     };
     if (match === null) return reject(new Unauthenticated('A Bearer access token is required.', false));
-    const token = match[1]!;
+    const [, token = ''] = match;
     const cached = verifier.cached(token);
     if (cached !== undefined) return done(authorize(request, cached));
     verifier.verify(token).then(
@@ -165,7 +173,7 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
 /** Sets the caller; the route's scope error when it lacks the scope (DESIGN §2). */
 function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
   request.principal = principal;
-  const scope = request.routeOptions.config?.scope;
+  const scope = request.routeOptions.config.scope;
   return scope !== undefined && !principal.scopes.has(scope)
     ? new Forbidden(`This request needs the ${scope} scope.`, scope)
     : undefined;

@@ -51,7 +51,6 @@ export function nestsDeeperThan(text: string, max: number): boolean {
 // In JSON text, NUL and surrogates can only arrive escaped (raw control characters are invalid
 // JSON, and UTF-8 decoding never yields a lone surrogate): a cheap test before any walk.
 const MAYBE_UNSTORABLE = /\\u(?:0000|[dD][89a-fA-F])/;
-const NUL = /\u0000/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export function mayHoldUnstorable(text: string): boolean {
@@ -60,7 +59,7 @@ export function mayHoldUnstorable(text: string): boolean {
 
 /** Why a string cannot be stored as sent, or undefined when it can. */
 export function unstorable(value: string): string | undefined {
-  if (NUL.test(value)) return 'must not contain NUL characters';
+  if (value.includes('\u0000')) return 'must not contain NUL characters';
   if (LONE_SURROGATE.test(value)) return 'must not contain unpaired surrogates';
   return undefined;
 }

@@ -30,9 +30,9 @@ function withoutParameters(accept: string): string {
   return accept
     .split(',')
     .map((range) => {
-      const [type, ...params] = range.split(';');
+      const [type = '', ...params] = range.split(';');
       const q = params.find((p) => /^\s*q\s*=/i.test(p));
-      return q === undefined ? type!.trim() : `${type!.trim()};${q.trim()}`;
+      return q === undefined ? type.trim() : `${type.trim()};${q.trim()}`;
     })
     .join(', ');
 }
@@ -47,7 +47,7 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
     if (body.trim() === '') return done(null, undefined);
     // DESIGN §9: too deep is refused before parsing; what cannot be stored, right after.
     if (nestsDeeperThan(body, MAX_BODY_DEPTH)) return done(new BodyTooDeep(), undefined);
-    parseJson(request, body, (error, value) => {
+    void parseJson(request, body, (error, value) => {
       if (error !== null) return done(error, undefined);
       if (mayHoldUnstorable(body)) {
         const fieldErrors = unstorableFields(value);
@@ -68,13 +68,11 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   });
 
   app.addHook('onRequest', (request, reply, done) => {
-    const produces = request.routeOptions.config?.produces;
+    const produces = request.routeOptions.config.produces;
     const accept = request.headers.accept;
     if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json')
       return done();
-    if (
-      new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces as string[]) !== undefined
-    )
+    if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces) !== undefined)
       return done();
     sendProblem(
       reply,

@@ -31,9 +31,10 @@ const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' }
 export function normalizeOrigin(origin: string): string | undefined {
   const m = /^(https?):\/\/([^/:?#\s]+)(?::(\d{1,5}))?$/i.exec(origin.trim());
   if (m === null) return undefined;
-  const scheme = m[1]!.toLowerCase();
-  const port = m[3] !== undefined && DEFAULT_PORTS[`${scheme}:`] !== m[3] ? `:${Number(m[3])}` : '';
-  return `${scheme}://${m[2]!.toLowerCase()}${port}`;
+  const [, rawScheme = '', host = '', rawPort] = m;
+  const scheme = rawScheme.toLowerCase();
+  const port = rawPort !== undefined && DEFAULT_PORTS[`${scheme}:`] !== rawPort ? `:${Number(rawPort)}` : '';
+  return `${scheme}://${host.toLowerCase()}${port}`;
 }
 
 /**
@@ -143,7 +144,10 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
   // An OPTIONS that is not a preflight asks which methods a path has.
   app.options('/*', { config: { routeTable: false }, schema: { hide: true } }, async (request, reply) => {
     const allowed = routes.allowed(requestPath(request));
-    if (allowed.length === 0) return reply.callNotFound();
+    if (allowed.length === 0) {
+      reply.callNotFound();
+      return reply;
+    }
     return reply.code(204).header('allow', allowed.join(', ')).send();
   });
 }

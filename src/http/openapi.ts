@@ -61,9 +61,10 @@ export function addVendorMediaTypes(
     if (version === undefined) continue;
     for (const operation of Object.values(methods)) {
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
-        const json = response.content?.['application/json'];
-        if (/^2\d\d$/.test(status) && json !== undefined)
-          response.content![vendorMediaType(vendor, Number(version))] = json;
+        const { content } = response;
+        const json = content?.['application/json'];
+        if (/^2\d\d$/.test(status) && content !== undefined && json !== undefined)
+          content[vendorMediaType(vendor, Number(version))] = json;
       }
     }
   }
@@ -96,12 +97,12 @@ async function openapi(app: FastifyInstance): Promise<void> {
     // Routes registered with hide (the docs page's own assets) stay out of the document.
     hideUntagged: false,
     // A collection is /api/v1/users in the document, not /api/v1/users/ (both are served).
-    transform: ({ schema, url }) => ({ schema: schema as never, url: url.length > 1 ? url.replace(/\/$/, '') : url }),
+    transform: ({ schema, url }) => ({ schema, url: url.length > 1 ? url.replace(/\/$/, '') : url }),
     transformObject: (documentObject) => {
       const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
       addVendorMediaTypes(document, app.config.apiVendor);
       addRateLimitResponses(document);
-      return document as never;
+      return document;
     },
   });
   await app.register(swaggerUi, {

@@ -159,7 +159,7 @@ async function rateLimit(app: FastifyInstance, { now = Date.now }: { now?: () =>
         remaining: Math.max(0, limit - hits),
         resetSeconds: Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - at) / 1000)),
       };
-      reply.header('ratelimit-policy', policies.get(limit)!);
+      reply.header('ratelimit-policy', policies.get(limit) ?? policy(limit));
       reply.header('ratelimit', `"default";r=${d.remaining};t=${d.resetSeconds}`);
       done(hits > limit ? new TooManyRequests(limit, d.resetSeconds) : undefined);
     };

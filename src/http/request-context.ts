@@ -46,7 +46,7 @@ async function requestContext(app: FastifyInstance): Promise<void> {
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
     };
     // Health probes arrive every few seconds from every load balancer: logged at debug only.
-    if (request.routeOptions.config?.probe === true) request.log.debug(line, 'request completed');
+    if (request.routeOptions.config.probe === true) request.log.debug(line, 'request completed');
     else request.log.info(line, 'request completed');
     done();
   });

@@ -37,11 +37,15 @@ function stripPort(host: string): string {
   return host.replace(/:\d+$/, '');
 }
 
-/** The request path as the client sent it (before any version rewrite), without its query. */
-export function requestPath(request: FastifyRequest): string {
-  const url = request.originalUrl;
+/** A URL's path: everything before the '?'. */
+export function withoutQuery(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/** The request path as the client sent it (before any version rewrite), without its query. */
+export function requestPath(request: FastifyRequest): string {
+  return withoutQuery(request.originalUrl);
 }
 
 /** The query string as the client sent it, without the '?'. */

@@ -1,12 +1,12 @@
 // Which methods does a concrete path have? Fed every route as it is added; read by the 405
 // handler (Allow) and by CORS (OPTIONS). Built once at start-up.
-import FindMyWay, { type HTTPVersion } from 'find-my-way';
+import FindMyWay from 'find-my-way';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type Method = (typeof METHODS)[number] | 'OPTIONS';
 
 export class RouteTable {
-  readonly #router = FindMyWay<HTTPVersion.V1>({ ignoreTrailingSlash: false });
+  readonly #router = FindMyWay({ ignoreTrailingSlash: false });
 
   add(methods: string | string[], url: string): void {
     for (const method of [methods].flat()) {

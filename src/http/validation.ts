@@ -19,7 +19,9 @@ const EMAIL = new RegExp(`^(${ATOM}(?:\\.${ATOM})*)@(${LABEL}(?:\\.${LABEL})*|\\
 export function isEmail(value: string): boolean {
   if (value === '') return true;
   const match = EMAIL.exec(value);
-  return match !== null && match[1]!.length <= 64 && match[2]!.length <= 255;
+  if (match === null) return false;
+  const [, local = '', domain = ''] = match;
+  return local.length <= 64 && domain.length <= 255;
 }
 
 function createAjv(options: Options): Ajv {

@@ -12,6 +12,7 @@ import fp from 'fastify-plugin';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { appendVary } from './cors.js';
+import { withoutQuery } from './request-url.js';
 
 export const SUPPORTED_VERSIONS = [1, 2] as const;
 
@@ -148,7 +149,7 @@ async function versioning(app: FastifyInstance): Promise<void> {
     if (negotiation.unversioned) appendVary(reply, 'Accept', 'X-API-Version');
     if (negotiation.error === undefined) return done();
     const { status, detail } = negotiation.error;
-    sendProblem(reply, plain(status, detail, { instance: request.originalUrl.split('?')[0]! }));
+    sendProblem(reply, plain(status, detail, { instance: withoutQuery(request.originalUrl) }));
   });
   // The negotiated vendor type names a successful JSON answer; problems keep theirs.
   app.addHook('onSend', (request, reply, payload, done) => {

@@ -129,5 +129,5 @@ export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: Or
     selectOrderPage(`${filters},${p.sort},${p.direction}`, db, ...values, p.limit, p.offset),
     countOrders(filters, db, ...values),
   ]);
-  return { rows, total: Number(counted?.count ?? 0) };
+  return { rows, total: counted?.count ?? 0 };
 }

@@ -58,5 +58,5 @@ export async function listProducts(
       .select((eb) => eb.fn.countAll<number>().as('count'))
       .executeTakeFirstOrThrow(),
   ]);
-  return { rows, total: Number(count) };
+  return { rows, total: count };
 }

@@ -2,7 +2,7 @@
 // that a problem's type URI leads somewhere useful.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { PROBLEM_TYPES, type ProblemSlug } from '../http/problems/problem-types.js';
+import { PROBLEM_TYPES } from '../http/problems/problem-types.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -31,8 +31,11 @@ const problemPages: FastifyPluginAsyncTypebox = async (app) => {
     },
     config: { produces: ['text/html'] },
     handler: async (request, reply) => {
-      const html = pages.get(request.params.slug as ProblemSlug);
-      if (html === undefined) return reply.callNotFound();
+      const html = pages.get(request.params.slug);
+      if (html === undefined) {
+        reply.callNotFound();
+        return reply;
+      }
       return reply.type('text/html; charset=utf-8').header('cache-control', 'public, max-age=86400').send(html);
     },
   });

@@ -82,7 +82,7 @@ export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: Publ
     selectUserPage(`${p.sort},${p.direction}`, db, p.limit, p.offset),
     countUsers(db),
   ]);
-  return { rows, total: Number(counted?.count ?? 0) };
+  return { rows, total: counted?.count ?? 0 };
 }
 
 const selectUserPage = prepareVariants(2, (key: `${UserSort},${'asc' | 'desc'}`) => {

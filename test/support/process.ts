@@ -38,13 +38,13 @@ export function runServer(env: Record<string, string>): {
   const logs: Record<string, unknown>[] = [];
   let stderr = '';
   let signalledAt = 0;
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<{ code: number | null; stderr: string; ms: number }>((resolve) =>
     child.on('exit', (code) => resolve({ code, stderr, ms: signalledAt ? Date.now() - signalledAt : 0 })),
   );
   const ready = new Promise<ServerProcess>((resolve, reject) => {
     let buffer = '';
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       buffer += d.toString();
       let nl;
       while ((nl = buffer.indexOf('\n')) !== -1) {

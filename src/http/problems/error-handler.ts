@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { parse as parseQuery } from 'node:querystring';
-import { requestPath, requestQuery } from '../request-url.js';
+import { requestPath, requestQuery, withoutQuery } from '../request-url.js';
 import type { Method, RouteTable } from '../route-table.js';
 import { INTERNAL_ERROR_DETAIL } from './problem-types.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
@@ -19,10 +19,10 @@ declare module 'fastify' {
 
 export function problemContext(request: FastifyRequest, errorTypeBase: string): ProblemContext {
   return {
-    form: request.routeOptions.config?.problemForm ?? 'typed',
+    form: request.routeOptions.config.problemForm ?? 'typed',
     instance: requestPath(request),
     errorTypeBase,
-    requestId: String(request.id),
+    requestId: request.id,
     rawValues: (part) => (part === 'params' ? rawParams(request) : rawQuery(request)),
   };
 }
@@ -31,7 +31,7 @@ export function problemContext(request: FastifyRequest, errorTypeBase: string): 
 function rawParams(request: FastifyRequest): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
   const pattern = (request.routeOptions.url ?? '').split('/');
-  const actual = request.url.split('?')[0]!.split('/');
+  const actual = withoutQuery(request.url).split('/');
   pattern.forEach((segment, i) => {
     if (!segment.startsWith(':') || actual[i] === undefined) return;
     try {
@@ -53,7 +53,7 @@ function rawQuery(request: FastifyRequest): Record<string, string | undefined> {
 
 /** The last resort: a problem document with nothing from the error in it. */
 function fallbackProblem(request: FastifyRequest): Problem {
-  const instance = request.url.split('?')[0]!;
+  const instance = withoutQuery(request.url);
   return {
     status: 500,
     body: {
@@ -62,7 +62,7 @@ function fallbackProblem(request: FastifyRequest): Problem {
       status: 500,
       detail: INTERNAL_ERROR_DETAIL,
       instance,
-      requestId: String(request.id),
+      requestId: request.id,
     },
   };
 }

@@ -133,8 +133,9 @@ function join(path: string, name: string): string {
 
 function show(value: unknown): string | null {
   if (value === null || value === undefined) return null;
-  if (typeof value === 'object') return JSON.stringify(value);
-  return String(value);
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  return JSON.stringify(value);
 }
 
 function compare(a: string, b: string): number {

@@ -1,0 +1,82 @@
+// The layering rules of docs/architecture.md, as lint rules (no-restricted-imports), so that a
+// change that breaks them fails `npm run lint`. test/boundaries.test.ts proves each one fires.
+//
+//   routes (Fastify, TypeBox) → service (rules) → repository (Kysely) → table
+//
+// - A service imports neither Fastify nor Kysely's `sql`: no HTTP and no SQL in the rules.
+// - Routes, schemas and HTTP plugins never import Kysely, a repository or a table.
+// - A repository or table does not import the wire schemas (its types are the database's).
+// - A resource folder (users, orders, products) reaches into another only through that
+//   folder's index.ts, its named entry point for other resources.
+import tseslint from 'typescript-eslint';
+
+const RESOURCES = ['users', 'orders', 'products'];
+
+const FASTIFY = {
+  group: ['fastify', 'fastify-plugin', '@fastify/*'],
+  message: 'A service holds the rules, not HTTP: take plain arguments and throw domain errors (errors.ts).',
+};
+const KYSELY_SQL = {
+  name: 'kysely',
+  importNames: ['sql'],
+  message: 'A service holds no SQL: add a function to the repository.',
+};
+const KYSELY = {
+  group: ['kysely'],
+  message: 'Routes and HTTP plugins never touch the database: call a service (or a db/ function).',
+};
+const DATA_LAYER = {
+  group: ['**/*.repository.js', '**/*.table.js'],
+  message: 'Routes call services; repositories and tables are the service layer’s business.',
+};
+const WIRE_SCHEMAS = {
+  group: ['**/*.schemas.js', '**/http/**'],
+  message: 'The data layer speaks in rows: define the type in the table or repository, not the wire schema.',
+};
+
+/** Another resource, except through its index.ts. */
+function otherResources(self) {
+  return RESOURCES.filter((r) => r !== self).map((other) => ({
+    group: [`../${other}/*`, `!../${other}/index.js`],
+    message: `Reach ${other}/ through ../${other}/index.js, its entry point for other resources.`,
+  }));
+}
+
+function restrict(files, patterns, paths = []) {
+  return { files, rules: { 'no-restricted-imports': ['error', { paths, patterns }] } };
+}
+
+/** A query built on a `db` or `trx` handed to the service: SQL without an `sql` import. */
+const QUERY_BUILDING = {
+  selector:
+    'MemberExpression[property.name=/^(selectFrom|insertInto|updateTable|deleteFrom|mergeInto|replaceInto|with|selectNoFrom)$/]',
+  message: 'A service holds no SQL: add a function to the repository and pass it the db or trx.',
+};
+
+// ESLint keeps one value per rule, the last that matches a file: each file's whole list of
+// restrictions is therefore spelled out once, per layer and resource.
+const layers = RESOURCES.flatMap((resource) => {
+  const dir = `src/${resource}`;
+  const others = otherResources(resource);
+  return [
+    restrict([`${dir}/**/*.ts`], others),
+    {
+      ...restrict([`${dir}/**/*.service.ts`], [FASTIFY, ...others], [KYSELY_SQL]),
+      rules: {
+        ...restrict([], [FASTIFY, ...others], [KYSELY_SQL]).rules,
+        'no-restricted-syntax': ['error', QUERY_BUILDING],
+      },
+    },
+    restrict([`${dir}/**/*.routes.ts`, `${dir}/**/*.schemas.ts`], [KYSELY, DATA_LAYER, ...others]),
+    restrict([`${dir}/**/*.repository.ts`, `${dir}/**/*.table.ts`], [WIRE_SCHEMAS, FASTIFY, ...others]),
+  ];
+});
+
+/** Flat-config entries; parse TypeScript without type information, so tests can lint text. */
+export const boundaries = [
+  { files: ['src/**/*.ts'], languageOptions: { parser: tseslint.parser } },
+  restrict(['src/http/**/*.ts', 'src/public/**/*.ts', 'src/versions/**/*.ts'], [KYSELY, DATA_LAYER]),
+  ...layers,
+  // Tests reach into anything they need.
+  { files: ['src/**/*.test.ts'], rules: { 'no-restricted-imports': 'off' } },
+];
