@@ -76,31 +76,24 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
       },
     });
 
-    app.put('/:id', {
-      config: write,
-      schema: {
-        tags,
-        summary: 'Replace a user',
-        params: IdParamSchema,
-        body: schemas.replace,
-        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
-      },
-      handler: async (request) =>
-        users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Replace>)),
-    });
-
-    app.patch('/:id', {
-      config: write,
-      schema: {
-        tags,
-        summary: 'Change some fields of a user',
-        params: IdParamSchema,
-        body: schemas.patch,
-        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
-      },
-      handler: async (request) =>
-        users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Patch>)),
-    });
+    // PUT replaces (its schema requires every field), PATCH changes what is sent: one use case.
+    const change = (method: 'PUT' | 'PATCH', summary: string, body: Replace | Patch) =>
+      app.route({
+        method,
+        url: '/:id',
+        config: write,
+        schema: {
+          tags,
+          summary,
+          params: IdParamSchema,
+          body,
+          response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        },
+        handler: async (request) =>
+          users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Replace | Patch>)),
+      });
+    change('PUT', 'Replace a user', schemas.replace);
+    change('PATCH', 'Change some fields of a user', schemas.patch);
 
     app.delete('/:id', {
       config: write,
