@@ -119,10 +119,11 @@ export class InvalidOrderState extends Conflict {
 export class PreconditionFailed extends DomainError {
   readonly code = 'PRECONDITION_FAILED';
   constructor(
-    message: string,
+    entity: 'User' | 'Order' | 'Product',
+    id: number,
     readonly currentVersion: number,
   ) {
-    super(message);
+    super(`${entity} ${id} is at version ${currentVersion}, which If-Match does not name.`);
   }
 }
 

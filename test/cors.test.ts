@@ -7,6 +7,12 @@ import { createUser } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 import { ADMIN, bearer } from './support/tokens.js';
 
+// DESIGN §10: the spec's headers plus those of the additive features, in this order.
+const ALLOWED =
+  'Content-Type, Authorization, If-Match, If-None-Match, Idempotency-Key, X-API-Version, X-Request-Id, Last-Event-ID';
+const EXPOSED =
+  'X-Total-Count, Location, ETag, Link, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-Request-Id';
+
 const ORIGINS = 'https://app.example.com,https://*.example.org,http://localhost:3000';
 const { app } = await buildTestApp({ CORS_ALLOWED_ORIGINS: ORIGINS });
 await app.listen({ port: 0, host: '127.0.0.1' });
@@ -55,12 +61,23 @@ describe('preflight under /api/**', () => {
       'access-control-allow-origin': 'https://app.example.com',
       'access-control-allow-credentials': 'true',
       'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
-      'access-control-allow-headers': 'Content-Type, Authorization',
+      'access-control-allow-headers': ALLOWED,
       'access-control-max-age': '3600',
     });
     expect(vary(answer)).toEqual(
       expect.arrayContaining(['Origin', 'Access-Control-Request-Method', 'Access-Control-Request-Headers']),
     );
+  });
+
+  it('allows the conditional, idempotency, versioning and request-id headers (DESIGN §10)', async () => {
+    const answer = await preflight(
+      '/api/v1/orders/1',
+      'https://app.example.com',
+      'PATCH',
+      'content-type, authorization, if-match, idempotency-key, x-api-version, x-request-id',
+    );
+    expect(answer.status).toBe(204);
+    expect(answer.headers['access-control-allow-origin']).toBe('https://app.example.com');
   });
 
   it.each([
@@ -109,7 +126,7 @@ describe('actual requests under /api/**', () => {
     expect(corsHeaders(answer)).toEqual({
       'access-control-allow-origin': 'https://app.example.com',
       'access-control-allow-credentials': 'true',
-      'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After',
+      'access-control-expose-headers': EXPOSED,
     });
     expect(vary(answer)).toContain('Origin');
   });
@@ -183,7 +200,7 @@ describe('/api/public/**', () => {
     expect(answer.status).toBe(200);
     expect(corsHeaders(answer)).toEqual({
       'access-control-allow-origin': 'https://anyone.example.net',
-      'access-control-expose-headers': 'X-Total-Count, Location, RateLimit, RateLimit-Policy, Retry-After',
+      'access-control-expose-headers': EXPOSED,
     });
   });
 
@@ -194,7 +211,7 @@ describe('/api/public/**', () => {
     expect(corsHeaders(get)).toEqual({
       'access-control-allow-origin': 'https://anyone.example.net',
       'access-control-allow-methods': 'GET',
-      'access-control-allow-headers': 'Content-Type, Authorization',
+      'access-control-allow-headers': ALLOWED,
       'access-control-max-age': '3600',
     });
     expect(corsHeaders(post)).toEqual({});

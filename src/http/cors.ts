@@ -22,9 +22,31 @@ export interface CorsPolicy {
 }
 
 const MAX_AGE = 3600;
-const ALLOWED_HEADERS = ['Content-Type', 'Authorization'];
-// DESIGN §11: clients read their quota and when to retry.
-const EXPOSED_HEADERS = ['X-Total-Count', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After'];
+// DESIGN §10: the spec's two, and those of the additive features (conditional requests,
+// idempotency keys, header versioning, request ids, resumable event streams).
+const ALLOWED_HEADERS = [
+  'Content-Type',
+  'Authorization',
+  'If-Match',
+  'If-None-Match',
+  'Idempotency-Key',
+  'X-API-Version',
+  'X-Request-Id',
+  'Last-Event-ID',
+];
+// DESIGN §10, §11: the spec's two, then validators, page links, when to retry, replays, the
+// quota, and the request id to quote in a support ticket.
+const EXPOSED_HEADERS = [
+  'X-Total-Count',
+  'Location',
+  'ETag',
+  'Link',
+  'Retry-After',
+  'Idempotent-Replayed',
+  'RateLimit',
+  'RateLimit-Policy',
+  'X-Request-Id',
+];
 const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
 
 /** Lower-case scheme and host, default port dropped; undefined when it is not an origin. */

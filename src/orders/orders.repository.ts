@@ -69,7 +69,7 @@ export function updateOrder(
 ): Promise<OrderRow> {
   return db
     .updateTable('orders')
-    .set({ ...changes, updated_at: sql<Date>`now()` })
+    .set({ ...changes, version: sql<number>`version + 1`, updated_at: sql<Date>`now()` })
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirstOrThrow();

@@ -2,6 +2,7 @@
 // request differs by version. Each version's plugin sets its own problem form around them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { ifMatchOf, versioned } from '../http/etag.js';
 import { paged } from '../http/pagination.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import type { OrderAction } from './order-status.js';
@@ -39,11 +40,12 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
       config: read,
       schema: {
         tags,
-        summary: 'Get an order',
+        summary: 'Get an order (ETag from its version; If-None-Match → 304)',
         params: IdParamSchema,
-        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404) },
+        response: { 200: OrderDetailSchema, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
-      handler: async (request) => orders.getOrder(db, request.principal, request.params.id),
+      handler: async (request, reply) =>
+        versioned(request, reply, await orders.getOrder(db, request.principal, request.params.id)),
     });
 
     app.patch('/:id', {
@@ -53,9 +55,14 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         summary: 'Change the note or shipping address (while PENDING or CONFIRMED)',
         params: IdParamSchema,
         body: UpdateOrderSchema,
-        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
       },
-      handler: async (request) => orders.updateOrder(db, request.principal, request.params.id, request.body),
+      handler: async (request, reply) =>
+        versioned(
+          request,
+          reply,
+          await orders.updateOrder(db, request.principal, request.params.id, request.body, ifMatchOf(request)),
+        ),
     });
 
     app.delete('/:id', {
@@ -64,10 +71,10 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         tags,
         summary: 'Delete an order (idempotent; releases unshipped stock)',
         params: IdParamSchema,
-        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 412) },
       },
       handler: async (request, reply) => {
-        await orders.deleteOrder(db, request.principal, request.params.id);
+        await orders.deleteOrder(db, request.principal, request.params.id, ifMatchOf(request));
         return reply.code(204).send(undefined);
       },
     });
@@ -79,10 +86,17 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         summary: 'Cancel the order (from PENDING or CONFIRMED; releases its stock)',
         params: IdParamSchema,
         body: CancellationSchema,
-        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+        response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
       },
-      handler: async (request) =>
-        orders.applyAction(db, request.principal, request.params.id, 'cancel', request.body.reason),
+      handler: async (request, reply) =>
+        versioned(
+          request,
+          reply,
+          await orders.applyAction(db, request.principal, request.params.id, 'cancel', {
+            reason: request.body.reason,
+            ifMatch: ifMatchOf(request),
+          }),
+        ),
     });
 
     // Actions without a payload: an empty body, or none, is fine (DESIGN §5).
@@ -100,9 +114,14 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
           summary,
           params: IdParamSchema,
           body: EmptyBody,
-          response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 415) },
+          response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
         },
-        handler: async (request) => orders.applyAction(db, request.principal, request.params.id, action),
+        handler: async (request, reply) =>
+          versioned(
+            request,
+            reply,
+            await orders.applyAction(db, request.principal, request.params.id, action, { ifMatch: ifMatchOf(request) }),
+          ),
       });
     }
 

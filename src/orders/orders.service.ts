@@ -3,7 +3,8 @@
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
 import { pageWindow, parseSort, type PageOf } from '../page.js';
-import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState } from '../errors.js';
+import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState, PreconditionFailed } from '../errors.js';
+import { matchesVersion, type IfMatch } from '../preconditions.js';
 import { findStock, moveStock, reserveStock } from '../products/index.js';
 import { userExists } from '../users/index.js';
 import { lineTotal, orderTotal, toJsonNumber } from '../money.js';
@@ -35,8 +36,12 @@ export function visibilityFor(caller: Principal): Visibility {
   return caller.admin ? 'all' : { customerId: caller.userId };
 }
 
-export function toOrderDetail(row: OrderRow): OrderDetail {
+/** An order with its version, the ETag (DESIGN §10); the wire schemas do not list it. */
+export type VersionedOrder = OrderDetail & { version: number };
+
+export function toOrderDetail(row: OrderRow): VersionedOrder {
   return {
+    version: row.version,
     id: row.id,
     customerId: row.customer_id,
     status: row.status,
@@ -83,7 +88,7 @@ export interface PlaceOrder {
  * Places an order: checks the customer, reserves every line's stock and inserts the order and
  * its items, all in one transaction, so an order exists exactly when its stock is held.
  */
-export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<OrderDetail> {
+export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<VersionedOrder> {
   const customerId = input.customerId ?? caller.userId;
   if (customerId === undefined)
     throw new BusinessRuleViolation('The caller is not a customer: the token subject must be a user id.', {
@@ -136,7 +141,7 @@ async function whyNotReserved(trx: Db, productId: number, quantity: number): Pro
   );
 }
 
-export async function getOrder(db: Db, caller: Principal, id: number): Promise<OrderDetail> {
+export async function getOrder(db: Db, caller: Principal, id: number): Promise<VersionedOrder> {
   const row = await repo.findOrder(db, id, visibilityFor(caller));
   if (row === undefined) throw new EntityNotFound('Order', id);
   return toOrderDetail(row);
@@ -164,36 +169,51 @@ export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): 
   return { content: rows.map(toOrderSummary), total, page: q.page, size };
 }
 
+/** If-Match on a locked order: a version it does not name is 412, before any other rule. */
+function assertVersion(order: OrderRow, ifMatch: IfMatch | undefined): void {
+  if (!matchesVersion(ifMatch, order.version)) throw new PreconditionFailed('Order', order.id, order.version);
+}
+
 /**
  * Runs `action` on the locked order: the state machine decides the next status (or the 409),
- * and the stock moves as the transition says, in the same transaction.
+ * and the stock moves as the transition says, in the same transaction. The row lock makes the
+ * If-Match check and the write atomic: a second writer with the same If-Match waits, then
+ * finds the new version and gets 412.
  */
 export async function applyAction(
   db: Db,
   caller: Principal,
   id: number,
   action: OrderAction,
-  reason?: string,
-): Promise<OrderDetail> {
+  options: { reason?: string; ifMatch?: IfMatch | undefined } = {},
+): Promise<VersionedOrder> {
   return db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
+    assertVersion(order, options.ifMatch);
     const next = nextStatus(id, order.status, action);
     const effect = stockEffect(order.status, next);
     if (effect !== 'none') await moveStock(trx, await repo.findOrderLines(trx, id), effect);
     const updated = await repo.updateOrder(trx, id, {
       status: next,
-      ...(action === 'cancel' ? { cancellation_reason: reason ?? null } : {}),
+      ...(action === 'cancel' ? { cancellation_reason: options.reason ?? null } : {}),
     });
     return toOrderDetail(updated);
   });
 }
 
 /** DESIGN §5: note and shipping address change while the order is PENDING or CONFIRMED. */
-export async function updateOrder(db: Db, caller: Principal, id: number, input: UpdateOrder): Promise<OrderDetail> {
+export async function updateOrder(
+  db: Db,
+  caller: Principal,
+  id: number,
+  input: UpdateOrder,
+  ifMatch?: IfMatch,
+): Promise<VersionedOrder> {
   return db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
+    assertVersion(order, ifMatch);
     if (!isEditable(order.status)) throw new InvalidOrderState(id, order.status, 'changed');
     const changes: Parameters<typeof repo.updateOrder>[2] = {};
     if (input.note !== undefined) changes.note = input.note;
@@ -209,10 +229,11 @@ export async function updateOrder(db: Db, caller: Principal, id: number, input: 
  * Deletes the order (idempotent: a missing one, or one the caller cannot see, is a no-op). An
  * order that still holds stock gives it back first.
  */
-export async function deleteOrder(db: Db, caller: Principal, id: number): Promise<void> {
+export async function deleteOrder(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
   await db.transaction().execute(async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) return;
+    assertVersion(order, ifMatch);
     if (holdsReservation(order.status)) await moveStock(trx, await repo.findOrderLines(trx, id), 'release');
     await repo.deleteOrderById(trx, id);
   });

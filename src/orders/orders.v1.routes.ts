@@ -2,6 +2,7 @@
 // the shared order routes. Errors in the v1 orders form: validation as "<field>: <message>"
 // strings, 404 "Order not found" with orderId.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { etagFor } from '../http/etag.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
@@ -27,7 +28,11 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
     handler: async (request, reply) => {
       const { productId, quantity } = request.body;
       const order = await orders.placeOrder(db, request.principal, { items: [{ productId, quantity }] });
-      return reply.code(201).header('location', createdLocation(request, order.id)).send(order);
+      return reply
+        .code(201)
+        .header('location', createdLocation(request, order.id))
+        .header('etag', etagFor(order.version))
+        .send(order);
     },
   });
 

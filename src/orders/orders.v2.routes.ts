@@ -1,6 +1,7 @@
 // /api/v2/orders (DESIGN §6): placing an order with a customer and a list of items, and the
 // shared order routes. Every error in the typed form. Same service and repository as v1.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { etagFor } from '../http/etag.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
@@ -29,7 +30,11 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
         customerId,
         items: items.map(({ productId, quantity }) => ({ productId, quantity })),
       });
-      return reply.code(201).header('location', createdLocation(request, order.id)).send(order);
+      return reply
+        .code(201)
+        .header('location', createdLocation(request, order.id))
+        .header('etag', etagFor(order.version))
+        .send(order);
     },
   });
 

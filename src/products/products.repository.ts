@@ -1,4 +1,6 @@
 // SQL for products. Driver errors become domain errors here.
+import { versionMatches } from '../db/versions.js';
+import type { IfMatch } from '../preconditions.js';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
@@ -30,14 +32,13 @@ export function updateProduct(
   db: Db,
   id: number,
   changes: Omit<NewProductRow, 'version'>,
-  versions?: number[] | '*',
+  versions?: IfMatch,
 ): Promise<ProductRow | undefined> {
-  let query = db
+  const query = db
     .updateTable('products')
     .set({ ...changes, version: sql<number>`version + 1`, updated_at: sql<Date>`now()` })
-    .where('id', '=', id);
-  if (Array.isArray(versions))
-    query = versions.length === 0 ? query.where(sql<boolean>`false`) : query.where('version', 'in', versions);
+    .where('id', '=', id)
+    .where(versionMatches(versions));
   return query.returningAll().executeTakeFirst().catch(translate);
 }
 

@@ -1,4 +1,5 @@
 // Products (DESIGN §4). version is the optimistic-concurrency token and the ETag.
+import type { IfMatch } from '../preconditions.js';
 import type { Db } from '../db/database.js';
 import { pageWindow, type PageOf } from '../page.js';
 import { EntityNotFound, PreconditionFailed } from '../errors.js';
@@ -55,20 +56,12 @@ export async function createProduct(db: Db, input: ProductRequest): Promise<Prod
  * Replaces the product. With If-Match versions, only when the current version is one of
  * them (412 otherwise); the check and the write are one statement, so no change is lost.
  */
-export async function replaceProduct(
-  db: Db,
-  id: number,
-  input: ProductRequest,
-  ifMatch?: number[] | '*',
-): Promise<Product> {
+export async function replaceProduct(db: Db, id: number, input: ProductRequest, ifMatch?: IfMatch): Promise<Product> {
   const row = await repo.updateProduct(db, id, columns(input), ifMatch);
   if (row !== undefined) return toProduct(row);
   const current = await repo.findProductById(db, id);
   if (current === undefined) throw new EntityNotFound('Product', id);
-  throw new PreconditionFailed(
-    `Product ${id} is at version ${current.version}, which If-Match does not name.`,
-    current.version,
-  );
+  throw new PreconditionFailed('Product', id, current.version);
 }
 
 export async function deleteProduct(db: Db, id: number): Promise<void> {

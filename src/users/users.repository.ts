@@ -3,11 +3,22 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { prepare, prepareVariants } from '../db/prepared.js';
+import { versionMatches } from '../db/versions.js';
+import type { IfMatch } from '../preconditions.js';
 import { Conflict } from '../errors.js';
 import type { NewUserRow, UserRow } from './users.table.js';
 
 /** The columns a response may show; password_hash is never among them. */
-const PUBLIC_COLUMNS = ['id', 'name', 'email', 'age', 'address_street', 'address_postal_code', 'created_at'] as const;
+const PUBLIC_COLUMNS = [
+  'id',
+  'name',
+  'email',
+  'age',
+  'address_street',
+  'address_postal_code',
+  'version',
+  'created_at',
+] as const;
 export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
 
 /** The API's sort fields and their columns; the wire schema offers exactly these (tsc checks). */
@@ -51,18 +62,31 @@ export type UserChanges = Partial<
   Pick<UserRow, 'name' | 'email' | 'password_hash' | 'age' | 'address_street' | 'address_postal_code'>
 >;
 
-export function updateUser(db: Db, id: number, changes: UserChanges): Promise<PublicUserRow | undefined> {
+/**
+ * Updates the given columns and the version, if the user exists and (with If-Match) is at a
+ * version it names: check and write are one statement, so of two writers sending the same
+ * If-Match one wins. Undefined otherwise.
+ */
+export function updateUser(
+  db: Db,
+  id: number,
+  changes: UserChanges,
+  ifMatch?: IfMatch,
+): Promise<PublicUserRow | undefined> {
   return db
     .updateTable('users')
-    .set({ ...changes, updated_at: sql<Date>`now()` })
+    .set({ ...changes, version: sql<number>`version + 1`, updated_at: sql<Date>`now()` })
     .where('id', '=', id)
+    .where(versionMatches(ifMatch))
     .returning(PUBLIC_COLUMNS)
     .executeTakeFirst()
     .catch(translate);
 }
 
-export async function deleteUserById(db: Db, id: number): Promise<void> {
-  await db.deleteFrom('users').where('id', '=', id).execute();
+/** Deletes the user if it exists and (with If-Match) is at a version it names; true if it did. */
+export async function deleteUserById(db: Db, id: number, ifMatch?: IfMatch): Promise<boolean> {
+  const deleted = await db.deleteFrom('users').where('id', '=', id).where(versionMatches(ifMatch)).executeTakeFirst();
+  return deleted.numDeletedRows > 0n;
 }
 
 export interface UserListParams {

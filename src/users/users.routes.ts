@@ -3,6 +3,7 @@
 // touches age or address, even when a client sends them: unknown members are ignored).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from 'typebox';
+import { etagFor, ifMatchOf, versioned } from '../http/etag.js';
 import { paged } from '../http/pagination.js';
 import type { ProblemForm } from '../http/problems/to-problem.js';
 import { createdLocation } from '../http/request-url.js';
@@ -55,11 +56,12 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
       config: read,
       schema: {
         tags,
-        summary: 'Get a user',
+        summary: 'Get a user (ETag from its version; If-None-Match → 304)',
         params: IdParamSchema,
-        response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404) },
+        response: { 200: schemas.user, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
-      handler: async (request) => users.getUser(db, request.principal, request.params.id),
+      handler: async (request, reply) =>
+        versioned(request, reply, await users.getUser(db, request.principal, request.params.id)),
     });
 
     app.post('/', {
@@ -72,7 +74,11 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
       },
       handler: async (request, reply) => {
         const user = await users.createUser(db, request.principal, v.create(request.body as Static<Create>));
-        return reply.code(201).header('location', createdLocation(request, user.id)).send(user);
+        return reply
+          .code(201)
+          .header('location', createdLocation(request, user.id))
+          .header('etag', etagFor(user.version))
+          .send(user);
       },
     });
 
@@ -87,24 +93,33 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
           summary,
           params: IdParamSchema,
           body,
-          response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 415) },
+          response: { 200: schemas.user, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
         },
-        handler: async (request) =>
-          users.updateUser(db, request.principal, request.params.id, v.change(request.body as Static<Replace | Patch>)),
+        handler: async (request, reply) => {
+          const body = request.body as Static<Replace | Patch>;
+          const user = await users.updateUser(
+            db,
+            request.principal,
+            request.params.id,
+            v.change(body),
+            ifMatchOf(request),
+          );
+          return versioned(request, reply, user);
+        },
       });
-    change('PUT', 'Replace a user', schemas.replace);
-    change('PATCH', 'Change some fields of a user', schemas.patch);
+    change('PUT', 'Replace a user (If-Match optional; a stale version answers 412)', schemas.replace);
+    change('PATCH', 'Change some fields of a user (If-Match optional)', schemas.patch);
 
     app.delete('/:id', {
       config: write,
       schema: {
         tags,
-        summary: 'Delete a user (idempotent)',
+        summary: 'Delete a user (idempotent; If-Match optional)',
         params: IdParamSchema,
-        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+        response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 412) },
       },
       handler: async (request, reply) => {
-        await users.deleteUser(db, request.principal, request.params.id);
+        await users.deleteUser(db, request.principal, request.params.id, ifMatchOf(request));
         return reply.code(204).send(undefined);
       },
     });

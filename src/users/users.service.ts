@@ -3,7 +3,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
 import { pageWindow, parseSort, type PageOf } from '../page.js';
-import { BusinessRuleViolation, EntityNotFound, Forbidden } from '../errors.js';
+import { BusinessRuleViolation, EntityNotFound, Forbidden, PreconditionFailed } from '../errors.js';
+import { matchesVersion, type IfMatch } from '../preconditions.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
@@ -26,6 +27,8 @@ export interface User {
   email: string;
   age: number | null;
   address: Address | null;
+  /** The ETag (DESIGN §10); no version's schema lists it, so it is never in a body. */
+  version: number;
   createdAt: string;
 }
 
@@ -48,6 +51,7 @@ export function toUser(row: PublicUserRow): User {
       row.address_street === null || row.address_postal_code === null
         ? null
         : { street: row.address_street, postalCode: row.address_postal_code },
+    version: row.version,
     createdAt: row.created_at.toISOString().slice(0, 23),
   };
 }
@@ -119,22 +123,38 @@ export async function createUser(db: Db, caller: Principal, input: NewUser): Pro
  * spec 4.1 rule 2 (PUT replaces every field of the version's shape, which its schema makes
  * required) and DESIGN §3 (PATCH changes only the fields sent; other members are ignored).
  */
-export async function updateUser(db: Db, caller: Principal, id: number, input: UserFields): Promise<User> {
+export async function updateUser(
+  db: Db,
+  caller: Principal,
+  id: number,
+  input: UserFields,
+  ifMatch?: IfMatch,
+): Promise<User> {
   assertReachable(caller, id);
   const changes = toColumns(input);
-  if (Object.keys(changes).length === 0) return getUser(db, caller, id);
-  const row = await repo.updateUser(db, id, changes);
-  if (row === undefined) throw new EntityNotFound('User', id);
-  return toUser(row);
+  if (Object.keys(changes).length === 0) {
+    // Nothing to write, and so no new version: still the precondition is checked.
+    const user = await getUser(db, caller, id);
+    if (!matchesVersion(ifMatch, user.version)) throw new PreconditionFailed('User', id, user.version);
+    return user;
+  }
+  const row = await repo.updateUser(db, id, changes, ifMatch);
+  if (row !== undefined) return toUser(row);
+  const current = await repo.findUserById(db, id);
+  if (current === undefined) throw new EntityNotFound('User', id);
+  throw new PreconditionFailed('User', id, current.version);
 }
 
 /**
  * spec 4.1 rule 3: deleting is idempotent. The user's orders stay (DESIGN §3). Another user's
  * id, without admin, is a user that does not exist for this caller: nothing happens, 204.
  */
-export async function deleteUser(db: Db, caller: Principal, id: number): Promise<void> {
+export async function deleteUser(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
   if (!canReachUser(caller, id)) return;
-  await repo.deleteUserById(db, id);
+  if (await repo.deleteUserById(db, id, ifMatch)) return;
+  // Not deleted: already gone (204 all the same), or at a version If-Match does not name.
+  const current = ifMatch === undefined ? undefined : await repo.findUserById(db, id);
+  if (current !== undefined) throw new PreconditionFailed('User', id, current.version);
 }
 
 export async function changePassword(db: Db, caller: Principal, id: number, input: PasswordChange): Promise<void> {

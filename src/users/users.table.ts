@@ -8,6 +8,8 @@ export interface UsersTable {
   age: number | null;
   address_street: string | null;
   address_postal_code: string | null;
+  /** Incremented by every change; the ETag (DESIGN §10). */
+  version: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;
 }

@@ -1,5 +1,7 @@
 // Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
-// asks for. Pure: the error handler supplies the context and writes the reply.
+// asks for. Pure: the error handler supplies the context and writes the reply. A domain error
+// is looked up by its code in error-registry.ts; validation, framework and driver errors that
+// never become domain errors are mapped here.
 import type { ErrorObject } from 'ajv';
 import { DomainError, RequestTimedOut } from '../../errors.js';
 import { MAX_BODY_DEPTH, UnstorableInput } from '../body-guard.js';
