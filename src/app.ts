@@ -8,6 +8,7 @@ import type { Database } from './db/database.js';
 import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
+import idempotency from './http/idempotency.js';
 import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
 import { clientErrorHandler, safePath } from './http/client-errors.js';
@@ -90,6 +91,7 @@ export async function buildApp({
   await app.register(versioning);
   await app.register(contentNegotiation);
   await app.register(openapi);
+  await app.register(idempotency);
 
   // Resources.
   await app.register(publicRoutes, { prefix: '/api/public' });

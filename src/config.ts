@@ -68,6 +68,11 @@ export const EnvSchema = Type.Object({
     maximum: 1_000_000_000,
     description: 'an integer from 0 (off) to 1000000000',
   }),
+  IDEMPOTENCY_TTL_HOURS: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 8760,
+    description: 'a number of hours above 0, at most 8760',
+  }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'a redis:// or rediss:// URL' })),
   REQUEST_TIMEOUT_MS: Millis(),
   HEADERS_TIMEOUT_MS: Millis(),
@@ -113,6 +118,8 @@ export interface Config {
     readonly anonymousPerMinute: number;
     readonly redisUrl: string | undefined;
   };
+  /** DESIGN §10: how long an Idempotency-Key and its stored response are kept. */
+  readonly idempotencyTtlHours: number;
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -169,6 +176,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     RATE_LIMIT_PER_MINUTE: merged.RATE_LIMIT_PER_MINUTE ?? '600',
     RATE_LIMIT_ANONYMOUS_PER_MINUTE: merged.RATE_LIMIT_ANONYMOUS_PER_MINUTE ?? '60',
     REDIS_URL: merged.REDIS_URL,
+    IDEMPOTENCY_TTL_HOURS: merged.IDEMPOTENCY_TTL_HOURS ?? '24',
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
@@ -250,6 +258,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
       anonymousPerMinute: e.RATE_LIMIT_ANONYMOUS_PER_MINUTE,
       redisUrl: e.REDIS_URL,
     },
+    idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,

@@ -14,7 +14,10 @@ export type DomainErrorCode =
   | 'FORBIDDEN'
   | 'UNAUTHENTICATED'
   | 'PRECONDITION_FAILED'
-  | 'TOO_MANY_REQUESTS';
+  | 'TOO_MANY_REQUESTS'
+  | 'INVALID_IDEMPOTENCY_KEY'
+  | 'IDEMPOTENCY_KEY_IN_USE'
+  | 'IDEMPOTENCY_KEY_REUSED';
 
 export abstract class DomainError extends Error {
   abstract readonly code: DomainErrorCode;
@@ -135,5 +138,31 @@ export class TooManyRequests extends DomainError {
     readonly retryAfterSeconds: number,
   ) {
     super(`The quota of ${limit} requests per minute is used up. Retry after ${retryAfterSeconds} seconds.`);
+  }
+}
+
+/** An Idempotency-Key header that is not 1–255 visible ASCII characters (DESIGN §10: 400). */
+export class InvalidIdempotencyKey extends DomainError {
+  readonly code = 'INVALID_IDEMPOTENCY_KEY';
+  constructor() {
+    super(
+      'The Idempotency-Key header must be 1 to 255 visible ASCII characters other than " and \\, sent as a string ("…") or a bare token.',
+    );
+  }
+}
+
+/** A request with this Idempotency-Key is still running (DESIGN §10: 409, retry shortly). */
+export class IdempotencyKeyInUse extends DomainError {
+  readonly code = 'IDEMPOTENCY_KEY_IN_USE';
+  constructor() {
+    super('A request with this Idempotency-Key is still in progress. Retry after it completes.');
+  }
+}
+
+/** The Idempotency-Key was used before for another method, path or body (DESIGN §10: 422). */
+export class IdempotencyKeyReused extends DomainError {
+  readonly code = 'IDEMPOTENCY_KEY_REUSED';
+  constructor() {
+    super('Idempotency-Key was already used for a different request.');
   }
 }

@@ -359,6 +359,7 @@ const HEADER_NAMES = [
   'content-type',
   'if-match',
   'if-none-match',
+  'idempotency-key',
   'authorization',
   'x-api-version',
   'x-request-id',

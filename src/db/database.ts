@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
 import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
+import type { IdempotencyKeysTable } from './idempotency-keys.js';
 
 /** Every table the service owns, by its SQL name (snake_case; the API is camelCase). */
 export interface Database {
@@ -11,6 +12,7 @@ export interface Database {
   stock: StockTable;
   orders: OrdersTable;
   order_items: OrderItemsTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 /** A repository's first argument: the database, or the transaction it must run inside. */

@@ -11,6 +11,7 @@ import {
   nestsDeeperThan,
   unstorableFields,
 } from './body-guard.js';
+import { keepBodyForFingerprint } from './idempotency.js';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
@@ -43,6 +44,7 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   // JSON, JSON merge patch, and the vendor types of spec 9.2 (application/vnd.<vendor>.v<N>+json).
   const vendorJson = new RegExp(`^application/vnd\\.${app.config.apiVendor.replace(/[.]/g, '\\.')}\\.v\\d+\\+json$`);
   const parse: Parameters<typeof app.addContentTypeParser<string>>[2] = (request, body, done) => {
+    keepBodyForFingerprint(request, body);
     // An empty body is no body: the route's validation then names the missing fields.
     if (body.trim() === '') return done(null, undefined);
     // DESIGN §9: too deep is refused before parsing; what cannot be stored, right after.

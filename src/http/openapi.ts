@@ -7,6 +7,7 @@ import { ProblemSchema } from './schemas.js';
 import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
 
 interface Operation {
+  parameters?: { in: string; name: string; [member: string]: unknown }[];
   responses?: Record<
     string,
     { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }
@@ -44,6 +45,82 @@ export function addRateLimitResponses(document: { paths?: Record<string, Record<
         },
         content: { 'application/problem+json': { schema: ProblemSchema } },
       };
+    }
+  }
+}
+
+const PROBLEM_CONTENT = { 'application/problem+json': { schema: ProblemSchema } };
+
+/**
+ * DESIGN §10, which the route schemas cannot say: Idempotency-Key on every POST and PATCH (and
+ * the 409 and 422 it can cause, and Idempotent-Replayed on a replay); If-Match where a stale
+ * version answers 412, If-None-Match where a current one answers 304, and ETag on their 2xx.
+ */
+export function addRetryAndPreconditionDocs(document: { paths?: Record<string, Record<string, Operation>> }): void {
+  for (const methods of Object.values(document.paths ?? {})) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const responses = (operation.responses ??= {});
+      const parameters = (operation.parameters ??= []);
+      const versioned = responses['304'] !== undefined || responses['412'] !== undefined;
+      if (responses['412'] !== undefined)
+        parameters.push({
+          in: 'header',
+          name: 'If-Match',
+          required: false,
+          description:
+            'Apply only if the resource is at one of these versions (its ETag, e.g. `"3"`), or `*` for any; otherwise 412 with the current ETag.',
+          schema: { type: 'string', maxLength: 1024 },
+        });
+      if (responses['304'] !== undefined)
+        parameters.push({
+          in: 'header',
+          name: 'If-None-Match',
+          required: false,
+          description: 'The ETag(s) of the copy the client holds; 304 without a body when one is current.',
+          schema: { type: 'string', maxLength: 1024 },
+        });
+      if (versioned)
+        for (const [status, response] of Object.entries(responses))
+          if (/^2\d\d$/.test(status))
+            response.headers = {
+              ETag: { description: 'The resource’s version, e.g. `"3"`', schema: { type: 'string' } },
+              ...response.headers,
+            };
+      if (method !== 'post' && method !== 'patch') continue;
+      parameters.push({
+        in: 'header',
+        name: 'Idempotency-Key',
+        required: false,
+        description:
+          'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). ' +
+          'A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\\`; keys are per caller.',
+        schema: { type: 'string', minLength: 1, maxLength: 257, pattern: '^"?[\\x21\\x23-\\x5b\\x5d-\\x7e]{1,255}"?$' },
+        example: '"8e03978e-40d5-43e8-bc93-6894a57f9324"',
+      });
+      responses['409'] ??= {
+        description: 'Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After)',
+        content: PROBLEM_CONTENT,
+      };
+      responses['409'].headers = {
+        'Retry-After': {
+          description: 'Seconds to wait when the key is in use',
+          schema: { type: 'integer', minimum: 1 },
+        },
+        ...responses['409'].headers,
+      };
+      responses['422'] ??= {
+        description: 'Unprocessable Content: the Idempotency-Key was already used for a different request',
+        content: PROBLEM_CONTENT,
+      };
+      for (const [status, response] of Object.entries(responses))
+        if (/^2\d\d$/.test(status) || status === '409' || status === '422')
+          response.headers = {
+            ...response.headers,
+            'Idempotent-Replayed': {
+              description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key',
+              schema: { type: 'string', enum: ['true'] },
+            },
+          };
     }
   }
 }
@@ -101,6 +178,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
     transformObject: (documentObject) => {
       const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
       addVendorMediaTypes(document, app.config.apiVendor);
+      addRetryAndPreconditionDocs(document);
       addRateLimitResponses(document);
       return document;
     },

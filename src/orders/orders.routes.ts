@@ -22,8 +22,6 @@ export const write = { scope: 'orders:write' };
 /** Registers list, read, change, delete, the action sub-resources and items under `tags`. */
 export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
   return async (app) => {
-    const { db } = app;
-
     app.get('/', {
       config: read,
       schema: {
@@ -33,7 +31,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         response: { 200: OrderPageSchema, ...problemResponses(400, 401, 403) },
       },
       handler: async (request, reply) =>
-        paged(request, reply, await orders.listOrders(db, request.principal, request.query)),
+        paged(request, reply, await orders.listOrders(request.db, request.principal, request.query)),
     });
 
     app.get('/:id', {
@@ -45,7 +43,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         response: { 200: OrderDetailSchema, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) =>
-        versioned(request, reply, await orders.getOrder(db, request.principal, request.params.id)),
+        versioned(request, reply, await orders.getOrder(request.db, request.principal, request.params.id)),
     });
 
     app.patch('/:id', {
@@ -61,7 +59,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         versioned(
           request,
           reply,
-          await orders.updateOrder(db, request.principal, request.params.id, request.body, ifMatchOf(request)),
+          await orders.updateOrder(request.db, request.principal, request.params.id, request.body, ifMatchOf(request)),
         ),
     });
 
@@ -74,7 +72,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 412) },
       },
       handler: async (request, reply) => {
-        await orders.deleteOrder(db, request.principal, request.params.id, ifMatchOf(request));
+        await orders.deleteOrder(request.db, request.principal, request.params.id, ifMatchOf(request));
         return reply.code(204).send(undefined);
       },
     });
@@ -92,7 +90,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         versioned(
           request,
           reply,
-          await orders.applyAction(db, request.principal, request.params.id, 'cancel', {
+          await orders.applyAction(request.db, request.principal, request.params.id, 'cancel', {
             reason: request.body.reason,
             ifMatch: ifMatchOf(request),
           }),
@@ -120,7 +118,9 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
           versioned(
             request,
             reply,
-            await orders.applyAction(db, request.principal, request.params.id, action, { ifMatch: ifMatchOf(request) }),
+            await orders.applyAction(request.db, request.principal, request.params.id, action, {
+              ifMatch: ifMatchOf(request),
+            }),
           ),
       });
     }
@@ -133,7 +133,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         params: IdParamSchema,
         response: { 200: OrderItemsSchema, ...problemResponses(400, 401, 403, 404) },
       },
-      handler: async (request) => orders.getOrderItems(db, request.principal, request.params.id),
+      handler: async (request) => orders.getOrderItems(request.db, request.principal, request.params.id),
     });
   };
 }

@@ -27,6 +27,7 @@ import {
   type UpdateOrder,
 } from './orders.schemas.js';
 import type { OrderItemRow, OrderRow } from './orders.table.js';
+import { transact } from '../db/transact.js';
 
 /**
  * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
@@ -102,7 +103,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   for (const item of input.items) quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
   const lines = [...quantities].sort(([a], [b]) => a - b);
 
-  return db.transaction().execute(async (trx) => {
+  return transact(db, async (trx) => {
     if (!(await userExists(trx, customerId)))
       throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
 
@@ -187,7 +188,7 @@ export async function applyAction(
   action: OrderAction,
   options: { reason?: string; ifMatch?: IfMatch | undefined } = {},
 ): Promise<VersionedOrder> {
-  return db.transaction().execute(async (trx) => {
+  return transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
     assertVersion(order, options.ifMatch);
@@ -210,7 +211,7 @@ export async function updateOrder(
   input: UpdateOrder,
   ifMatch?: IfMatch,
 ): Promise<VersionedOrder> {
-  return db.transaction().execute(async (trx) => {
+  return transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
     assertVersion(order, ifMatch);
@@ -230,7 +231,7 @@ export async function updateOrder(
  * order that still holds stock gives it back first.
  */
 export async function deleteOrder(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) return;
     assertVersion(order, ifMatch);

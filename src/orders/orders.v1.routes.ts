@@ -13,7 +13,6 @@ import * as orders from './orders.service.js';
 const tags = ['orders (v1)'];
 
 const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
-  const { db } = app;
   // DESIGN §7: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'orders-v1', cacheControl: 'no-store', version: 1 });
 
@@ -27,7 +26,7 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (request, reply) => {
       const { productId, quantity } = request.body;
-      const order = await orders.placeOrder(db, request.principal, { items: [{ productId, quantity }] });
+      const order = await orders.placeOrder(request.db, request.principal, { items: [{ productId, quantity }] });
       return reply
         .code(201)
         .header('location', createdLocation(request, order.id))

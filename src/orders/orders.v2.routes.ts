@@ -12,7 +12,6 @@ import * as orders from './orders.service.js';
 const tags = ['orders (v2)'];
 
 const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
-  const { db } = app;
   // DESIGN §7: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 2 });
 
@@ -26,7 +25,7 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (request, reply) => {
       const { customerId, items } = request.body;
-      const order = await orders.placeOrder(db, request.principal, {
+      const order = await orders.placeOrder(request.db, request.principal, {
         customerId,
         items: items.map(({ productId, quantity }) => ({ productId, quantity })),
       });

@@ -16,8 +16,6 @@ const write = { scope: 'products:write' };
 const PRODUCT_CACHE_CONTROL = 'max-age=3600';
 
 const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { db } = app;
-
   routeDefaults(app, { problemForm: 'typed' });
 
   app.get('/', {
@@ -29,7 +27,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ProductPageSchema, ...problemResponses(400, 401, 403) },
     },
     handler: async (request, reply) =>
-      paged(request, reply.header('cache-control', 'no-cache'), await products.listProducts(db, request.query)),
+      paged(request, reply.header('cache-control', 'no-cache'), await products.listProducts(request.db, request.query)),
   });
 
   app.get('/:id', {
@@ -41,7 +39,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ProductSchema, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
     },
     handler: async (request, reply) => {
-      const product = await products.getProduct(db, request.params.id);
+      const product = await products.getProduct(request.db, request.params.id);
       const etag = etagFor(product.version);
       reply.header('etag', etag).header('cache-control', PRODUCT_CACHE_CONTROL);
       if (noneMatchHits(request.headers['if-none-match'], etag)) return reply.code(304).send(undefined);
@@ -58,7 +56,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: ProductSchema, ...problemResponses(400, 401, 403, 409, 415) },
     },
     handler: async (request, reply) => {
-      const product = await products.createProduct(db, request.body);
+      const product = await products.createProduct(request.db, request.body);
       return reply
         .code(201)
         .header('location', createdLocation(request, product.id))
@@ -79,7 +77,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (request, reply) => {
       const product = await products.replaceProduct(
-        db,
+        request.db,
         request.params.id,
         request.body,
         ifMatchVersions(request.headers['if-match']),
@@ -97,7 +95,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
     },
     handler: async (request, reply) => {
-      await products.deleteProduct(db, request.params.id);
+      await products.deleteProduct(request.db, request.params.id);
       return reply.code(204).send(undefined);
     },
   });

@@ -8,6 +8,7 @@ import * as repo from './products.repository.js';
 import type { Product, ProductRequest } from './products.schemas.js';
 import type { ProductRow } from './products.table.js';
 import { insertStock } from './stock.repository.js';
+import { transact } from '../db/transact.js';
 
 export function toProduct(row: ProductRow): Product {
   return {
@@ -45,7 +46,7 @@ function columns(input: ProductRequest) {
 
 /** A new product starts at version 1 with stock 0 available, 0 reserved. */
 export async function createProduct(db: Db, input: ProductRequest): Promise<Product> {
-  return db.transaction().execute(async (trx) => {
+  return transact(db, async (trx) => {
     const row = await repo.insertProduct(trx, columns(input));
     await insertStock(trx, row.id);
     return toProduct(row);

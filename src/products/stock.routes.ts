@@ -8,8 +8,6 @@ import * as stock from './stock.service.js';
 const tags = ['stock'];
 
 const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { db } = app;
-
   // spec 4.3: stock is always revalidated.
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-cache' });
 
@@ -21,7 +19,7 @@ const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: ProductIdParamSchema,
       response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404) },
     },
-    handler: async (request) => stock.getStock(db, request.params.productId),
+    handler: async (request) => stock.getStock(request.db, request.params.productId),
   });
 
   app.put('/:productId', {
@@ -33,7 +31,7 @@ const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
       body: SetStockSchema,
       response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404, 415) },
     },
-    handler: async (request) => stock.setStock(db, request.params.productId, request.body.available),
+    handler: async (request) => stock.setStock(request.db, request.params.productId, request.body.available),
   });
 };
 

@@ -36,7 +36,6 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
   const tags = [`users (v${v.version})`];
   const { schemas } = v;
   return async (app) => {
-    const { db } = app;
     // DESIGN §7: user data is personal; no cache may keep it.
     routeDefaults(app, { problemForm: v.problemForm, cacheControl: 'no-store', version: v.version });
 
@@ -49,7 +48,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 200: schemas.page, ...problemResponses(400, 401, 403) },
       },
       handler: async (request, reply) =>
-        paged(request, reply, await users.listUsers(db, request.principal, request.query)),
+        paged(request, reply, await users.listUsers(request.db, request.principal, request.query)),
     });
 
     app.get('/:id', {
@@ -61,7 +60,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 200: schemas.user, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) =>
-        versioned(request, reply, await users.getUser(db, request.principal, request.params.id)),
+        versioned(request, reply, await users.getUser(request.db, request.principal, request.params.id)),
     });
 
     app.post('/', {
@@ -73,7 +72,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 201: schemas.user, ...problemResponses(400, 401, 403, 409, 415) },
       },
       handler: async (request, reply) => {
-        const user = await users.createUser(db, request.principal, v.create(request.body as Static<Create>));
+        const user = await users.createUser(request.db, request.principal, v.create(request.body as Static<Create>));
         return reply
           .code(201)
           .header('location', createdLocation(request, user.id))
@@ -98,7 +97,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         handler: async (request, reply) => {
           const body = request.body as Static<Replace | Patch>;
           const user = await users.updateUser(
-            db,
+            request.db,
             request.principal,
             request.params.id,
             v.change(body),
@@ -119,7 +118,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 412) },
       },
       handler: async (request, reply) => {
-        await users.deleteUser(db, request.principal, request.params.id, ifMatchOf(request));
+        await users.deleteUser(request.db, request.principal, request.params.id, ifMatchOf(request));
         return reply.code(204).send(undefined);
       },
     });
@@ -134,7 +133,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 404, 415, 422) },
       },
       handler: async (request, reply) => {
-        await users.changePassword(db, request.principal, request.params.id, request.body);
+        await users.changePassword(request.db, request.principal, request.params.id, request.body);
         return reply.code(204).send(undefined);
       },
     });
@@ -148,7 +147,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) => {
-        await users.requestPasswordReset(db, request.principal, request.params.id);
+        await users.requestPasswordReset(request.db, request.principal, request.params.id);
         return reply.code(202).send(undefined);
       },
     });

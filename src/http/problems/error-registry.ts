@@ -9,6 +9,9 @@ import type {
   DomainErrorCode,
   EntityNotFound,
   Forbidden,
+  IdempotencyKeyInUse,
+  IdempotencyKeyReused,
+  InvalidIdempotencyKey,
   InvalidOrderState,
   OrderAlreadyCancelled,
   PreconditionFailed,
@@ -54,6 +57,9 @@ type ErrorOf = {
   UNAUTHENTICATED: Unauthenticated;
   PRECONDITION_FAILED: PreconditionFailed;
   TOO_MANY_REQUESTS: TooManyRequests;
+  INVALID_IDEMPOTENCY_KEY: InvalidIdempotencyKey;
+  IDEMPOTENCY_KEY_IN_USE: IdempotencyKeyInUse;
+  IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReused;
 };
 
 const retryLater = () => ({ 'retry-after': String(RETRY_AFTER_SECONDS) });
@@ -100,6 +106,10 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
   },
   PRECONDITION_FAILED: { type: 412, headers: (e) => ({ etag: `"${e.currentVersion}"` }) },
   TOO_MANY_REQUESTS: { type: 429, headers: (e) => ({ 'retry-after': String(e.retryAfterSeconds) }) },
+  // DESIGN §10: about the key, not the resource, so about:blank in every form.
+  INVALID_IDEMPOTENCY_KEY: { type: 400 },
+  IDEMPOTENCY_KEY_IN_USE: { type: 409, headers: () => ({ 'retry-after': '1' }) },
+  IDEMPOTENCY_KEY_REUSED: { type: 422 },
   DATABASE_UNAVAILABLE: {
     type: 503,
     detail: () => 'The service cannot reach its database. Retry later.',

@@ -1,0 +1,139 @@
+// The stored outcomes of requests sent with an Idempotency-Key (DESIGN §10), and the request
+// transaction they commit in. http/idempotency.ts decides when; this file holds the SQL.
+//
+// A keyed request runs in one transaction: BEGIN, take the key's advisory lock (a retry that
+// finds it taken is still racing the first), read a live stored outcome, SAVEPOINT; then the
+// handler's writes; then the outcome is inserted and everything commits together. A 409 or
+// 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
+import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
+import type { Database, Db } from './database.js';
+
+export interface IdempotencyKeysTable {
+  subject: string;
+  key: string;
+  fingerprint: string;
+  status: number;
+  /** A JSON object of the stored response headers. */
+  headers: string;
+  body: string | null;
+  created_at: Generated<Date>;
+  expires_at: Date;
+}
+
+/** What a request sent with a key produced, as sent: replayed byte for byte. */
+export interface StoredOutcome {
+  fingerprint: string;
+  status: number;
+  headers: Record<string, string>;
+  body: string | null;
+}
+
+/** A request's transaction, opened by `beginKeyed` and ended by `commitKeyed` or `rollbackKeyed`. */
+export interface KeyedTransaction {
+  /** Queries of the request's handler run here. */
+  readonly db: Db;
+  readonly subject: string;
+  readonly key: string;
+  readonly trx: ControlledTransaction<Database>;
+}
+
+export type KeyState = { kind: 'busy' } | { kind: 'stored'; outcome: StoredOutcome } | { kind: 'new' };
+
+const SAVEPOINT = sql.raw('idempotency_key');
+
+/**
+ * Opens the request's transaction and takes the key's lock. 'busy': another request holds the
+ * key (the transaction is already rolled back); 'stored': a live outcome exists (roll back
+ * after replaying it); 'new': run the request in `keyed.db`.
+ */
+export async function beginKeyed(
+  db: Kysely<Database>,
+  subject: string,
+  key: string,
+): Promise<{ keyed: KeyedTransaction; state: KeyState }> {
+  const trx = await db.startTransaction().execute();
+  const keyed: KeyedTransaction = { db: trx, subject, key, trx };
+  try {
+    // The lock and the read in one round trip; the read runs only when the lock was taken.
+    const { rows } = await sql<{
+      locked: boolean;
+      fingerprint: string | null;
+      status: number | null;
+      headers: string | null;
+      body: string | null;
+    }>`
+      select l.locked, k.fingerprint, k.status, k.headers, k.body
+        from (select pg_try_advisory_xact_lock(hashtextextended(${subject} || ' ' || ${key}, 0)) as locked) l
+        left join idempotency_keys k
+          on l.locked and k.subject = ${subject} and k.key = ${key} and k.expires_at > now()`.execute(trx);
+    const row = rows[0];
+    if (row?.locked !== true) {
+      await trx.rollback().execute();
+      return { keyed, state: { kind: 'busy' } };
+    }
+    if (row.fingerprint !== null) {
+      const outcome: StoredOutcome = {
+        fingerprint: row.fingerprint,
+        status: Number(row.status),
+        headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
+        body: row.body,
+      };
+      return { keyed, state: { kind: 'stored', outcome } };
+    }
+    await sql`savepoint ${SAVEPOINT}`.execute(trx);
+    return { keyed, state: { kind: 'new' } };
+  } catch (error) {
+    await rollbackKeyed(keyed);
+    throw error;
+  }
+}
+
+/**
+ * Stores the outcome under the key and commits it with the request's writes. `discardWrites`
+ * first undoes them (a 409 or 422 is stored as the answer of a request that changed nothing).
+ */
+export async function commitKeyed(
+  keyed: KeyedTransaction,
+  outcome: StoredOutcome,
+  ttlHours: number,
+  discardWrites: boolean,
+): Promise<void> {
+  const { trx } = keyed;
+  try {
+    if (discardWrites) await sql`rollback to savepoint ${SAVEPOINT}`.execute(trx);
+    // An expired row that the purge has not reached yet is replaced; a live one cannot exist
+    // (the lock was held since it was found absent).
+    await sql`
+      insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+      values (${keyed.subject}, ${keyed.key}, ${outcome.fingerprint}, ${outcome.status},
+              ${JSON.stringify(outcome.headers)}, ${outcome.body},
+              now() + make_interval(secs => ${ttlHours * 3600}))
+      on conflict (subject, key) do update
+        set fingerprint = excluded.fingerprint, status = excluded.status, headers = excluded.headers,
+            body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at
+        where idempotency_keys.expires_at <= now()`.execute(trx);
+    await trx.commit().execute();
+  } catch (error) {
+    await rollbackKeyed(keyed);
+    throw error;
+  }
+}
+
+/** Ends the request's transaction without keeping anything; safe to call more than once. */
+export async function rollbackKeyed(keyed: KeyedTransaction): Promise<void> {
+  if (keyed.trx.isCommitted || keyed.trx.isRolledBack) return;
+  try {
+    await keyed.trx.rollback().execute();
+  } catch {
+    // The connection is gone; PostgreSQL has rolled the transaction back itself.
+  }
+}
+
+/** Deletes expired keys; returns how many. */
+export async function purgeExpiredKeys(db: Db): Promise<number> {
+  const result = await db
+    .deleteFrom('idempotency_keys')
+    .where('expires_at', '<=', sql<Date>`now()`)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

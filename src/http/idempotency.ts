@@ -1,0 +1,186 @@
+// Idempotency-Key on every POST and PATCH (DESIGN §10, draft-ietf-httpapi-idempotency-key-header).
+// One mechanism for all routes: hooks added to each POST and PATCH route as it is declared.
+//
+// A request sent with a key runs in one database transaction (db/idempotency-keys.ts) that
+// holds the key's lock: handlers reach it as `request.db`. When the answer is ready (onSend),
+// a 2xx is stored with the writes and both commit; a 409 or 422 is stored after the writes are
+// rolled back; anything else rolls back and stores nothing, so a retry runs again. A retry
+// with the same key and fingerprint (method, routed path, SHA-256 of the body) gets the stored
+// answer byte for byte plus `Idempotent-Replayed: true`; another request under the key gets
+// 422; a retry while the first still runs gets 409 with Retry-After: 1.
+import { createHash } from 'node:crypto';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  onSendAsyncHookHandler,
+  preHandlerAsyncHookHandler,
+  RouteOptions,
+} from 'fastify';
+import fp from 'fastify-plugin';
+import type { Db } from '../db/database.js';
+import {
+  beginKeyed,
+  commitKeyed,
+  purgeExpiredKeys,
+  rollbackKeyed,
+  type KeyedTransaction,
+  type StoredOutcome,
+} from '../db/idempotency-keys.js';
+import { IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../errors.js';
+import { withoutQuery } from './request-url.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Where the handler's queries run: the request's transaction when it was sent with an
+     * Idempotency-Key, otherwise the database. Handlers use this, never `app.db`.
+     */
+    readonly db: Db;
+  }
+}
+
+/** The response headers stored with an outcome and replayed (DESIGN §10). */
+const STORED_HEADERS = ['content-type', 'location', 'etag'] as const;
+
+const kKeyed = Symbol('idempotency.keyed');
+const kRawBody = Symbol('idempotency.rawBody');
+
+interface KeyedRequest {
+  /** The open transaction, until the answer is stored or dropped. */
+  keyed?: KeyedTransaction;
+  fingerprint: string;
+  /** Set once the answer is sent: a transaction opened after that is rolled back at once. */
+  done: boolean;
+}
+
+type WithState = FastifyRequest & { [kKeyed]?: KeyedRequest; [kRawBody]?: string };
+
+/** Keeps the raw body of a keyed request for its fingerprint (called by the JSON parser). */
+export function keepBodyForFingerprint(request: FastifyRequest, body: string): void {
+  if (request.headers['idempotency-key'] !== undefined) (request as WithState)[kRawBody] = body;
+}
+
+/**
+ * The key, from a structured-field string ("…") or a bare token: 1–255 visible ASCII
+ * characters without `"` or `\`. Anything else (an empty string, spaces, a list) is undefined.
+ */
+export function parseIdempotencyKey(header: string): string | undefined {
+  const m = /^"([^"]*)"$/.exec(header);
+  const key = m ? (m[1] ?? '') : header;
+  return /^[\x21\x23-\x5b\x5d-\x7e]{1,255}$/.test(key) ? key : undefined;
+}
+
+function fingerprintOf(request: FastifyRequest): string {
+  return createHash('sha256')
+    .update(`${request.method} ${withoutQuery(request.url)}\n`)
+    .update((request as WithState)[kRawBody] ?? '')
+    .digest('base64url');
+}
+
+/** The statuses whose answer is stored (DESIGN §10); 400, 401, 403, 404 and 5xx run again. */
+function storable(status: number): boolean {
+  return (status >= 200 && status < 300) || status === 409 || status === 422;
+}
+
+function replay(reply: FastifyReply, outcome: StoredOutcome): FastifyReply {
+  return reply
+    .code(outcome.status)
+    .headers(outcome.headers)
+    .header('idempotent-replayed', 'true')
+    .send(outcome.body === null ? undefined : Buffer.from(outcome.body)); // a Buffer goes out as stored
+}
+
+async function idempotency(app: FastifyInstance): Promise<void> {
+  const { db } = app;
+  const ttlHours = app.config.idempotencyTtlHours;
+
+  app.decorateRequest('db', {
+    getter(this: FastifyRequest): Db {
+      return (this as WithState)[kKeyed]?.keyed?.db ?? db;
+    },
+  });
+
+  const preHandler: preHandlerAsyncHookHandler = async (request, reply) => {
+    const header = request.headers['idempotency-key'];
+    if (header === undefined) return;
+    const key = typeof header === 'string' ? parseIdempotencyKey(header) : undefined;
+    if (key === undefined) throw new InvalidIdempotencyKey();
+
+    const state: KeyedRequest = { fingerprint: fingerprintOf(request), done: false };
+    (request as WithState)[kKeyed] = state;
+    const { keyed, state: found } = await beginKeyed(db, request.principal.subject, key);
+    if (state.done) {
+      // The request was answered meanwhile (it timed out): nothing may run in this transaction.
+      await rollbackKeyed(keyed);
+      return;
+    }
+    if (found.kind === 'busy') throw new IdempotencyKeyInUse();
+    if (found.kind === 'stored') {
+      await rollbackKeyed(keyed);
+      if (found.outcome.fingerprint !== state.fingerprint) throw new IdempotencyKeyReused();
+      return replay(reply, found.outcome);
+    }
+    state.keyed = keyed;
+  };
+
+  const onSend: onSendAsyncHookHandler = async (request, reply, payload) => {
+    const state = (request as WithState)[kKeyed];
+    if (state === undefined) return payload;
+    state.done = true;
+    const { keyed } = state;
+    if (keyed === undefined) return payload;
+    state.keyed = undefined; // an error thrown below is answered without coming back here
+
+    const status = reply.statusCode;
+    if (!storable(status)) {
+      await rollbackKeyed(keyed);
+      return payload;
+    }
+    const headers: Record<string, string> = {};
+    for (const name of STORED_HEADERS) {
+      const value = reply.getHeader(name);
+      if (value !== undefined) headers[name] = String(value);
+    }
+    const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString() : null;
+    await commitKeyed(keyed, { fingerprint: state.fingerprint, status, headers, body }, ttlHours, status >= 400);
+    return payload;
+  };
+
+  // A client that goes away does not stop the request: it runs on and its answer is stored, so
+  // that the retry gets it. This is only a net for a response that ended without onSend.
+  const onResponse = async (request: FastifyRequest) => {
+    const state = (request as WithState)[kKeyed];
+    if (state === undefined) return;
+    state.done = true;
+    if (state.keyed !== undefined) await rollbackKeyed(state.keyed);
+    state.keyed = undefined;
+  };
+
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (!methods.some((m) => m === 'POST' || m === 'PATCH')) return;
+    route.preHandler = [...toArray(route.preHandler), preHandler];
+    route.onSend = [...toArray(route.onSend), onSend];
+    route.onResponse = [...toArray(route.onResponse), onResponse];
+  });
+
+  // Expired keys are deleted in the background, by every instance (a delete of nothing is cheap).
+  const purgeEveryMs = Math.min(10 * 60_000, Math.max(1000, (ttlHours * 3_600_000) / 24));
+  const purge = setInterval(() => {
+    purgeExpiredKeys(db).catch((error: unknown) => {
+      app.log.warn({ err: error }, 'purging expired idempotency keys failed');
+    });
+  }, purgeEveryMs);
+  purge.unref();
+  app.addHook('onClose', (_app, done) => {
+    clearInterval(purge);
+    done();
+  });
+}
+
+function toArray<T>(value: T | T[] | undefined): T[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
+export default fp(idempotency, { name: 'idempotency' });
