@@ -8,6 +8,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aProductRequest, aUserRequest } from './support/factories.js';
 import { runServer, type ServerProcess } from './support/process.js';
+import { roundRobinProxy } from './support/round-robin-proxy.js';
 import { engine } from './support/test-app.js';
 import { ADMIN, bearer } from './support/tokens.js';
 
@@ -98,19 +99,19 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('Idempotency-Key 
     await admin.end();
   });
 
-  it('two instances on one database, the same key sent to both: one order', async () => {
+  it('two instances on one database behind a proxy, the same key sent to both: one order', async () => {
     const [a, b] = [servers[0]!, await start()];
+    const proxy = await roundRobinProxy([a.url, b.url]);
     const key = `"${randomUUID()}"`;
     const before = await stock();
 
     const answers = await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
-        sendUntilDone((i % 2 === 0 ? a : b).url, '/api/v1/orders', customer.auth, key, {
-          productId: product.id,
-          quantity: 2,
-        }),
+      Array.from({ length: 20 }, () =>
+        sendUntilDone(proxy.url, '/api/v1/orders', customer.auth, key, { productId: product.id, quantity: 2 }),
       ),
-    );
+    ).finally(() => proxy.close());
+
+    expect(proxy.sent.every((n) => n >= 10)).toBe(true); // both instances took their share
 
     expect(new Set(answers.map((x) => x.status))).toEqual(new Set([201]));
     expect(new Set(answers.map((x) => x.body)).size).toBe(1);
