@@ -40,6 +40,11 @@ export interface BuildAppOptions {
   auth?: AuthOptions;
   /** More routes, registered after the service's own (tests; an application embedding it). */
   plugins?: FastifyPluginAsync[];
+  /**
+   * Plugins (wrapped with fastify-plugin) registered after the cross-cutting ones and before any
+   * route, so their hooks see every answer: the tests check each one against the OpenAPI document.
+   */
+  observers?: FastifyPluginAsync[];
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
@@ -50,6 +55,7 @@ export async function buildApp({
   logger,
   auth: authOptions = {},
   plugins = [],
+  observers = [],
 }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -92,6 +98,7 @@ export async function buildApp({
   await app.register(contentNegotiation);
   await app.register(openapi);
   await app.register(idempotency);
+  for (const observer of observers) await app.register(observer);
 
   // Resources.
   await app.register(publicRoutes, { prefix: '/api/public' });

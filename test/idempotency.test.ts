@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { aCustomer, aProductRequest, asAdmin, aUserRequest, createProduct, stockOf } from './support/factories.js';
+import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
 
 const { app } = await buildTestApp();
@@ -500,9 +501,9 @@ describe('the OpenAPI document', () => {
       parameters?: { in: string; name: string }[];
       responses: Record<string, { headers?: Record<string, unknown> }>;
     };
-    const document = (await app.inject({ method: 'GET', url: '/api/public/openapi.json' })).json<{
+    const document = await resolvedDocument<{
       paths: Record<string, Record<string, Operation>>;
-    }>();
+    }>(app);
     const op = (path: string, method: string) => document.paths[path]![method]!;
     const headerParameters = (o: Operation) => (o.parameters ?? []).filter((p) => p.in === 'header').map((p) => p.name);
 

@@ -3,6 +3,22 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import {
+  corsHeaders,
+  decimalPlacesInWords,
+  declareTags,
+  emptyBodiesOptional,
+  headersAsComponents,
+  integerFormats,
+  noContentWithoutBody,
+  operationIdsAndDescriptions,
+  parametersWithDefaultsOptional,
+  problemResponsesAsComponents,
+  schemasAsComponents,
+  standardProblemResponses,
+  unversionedPaths,
+  type Document,
+} from './openapi-document.js';
 import { ProblemSchema } from './schemas.js';
 import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
 
@@ -18,11 +34,11 @@ const RATE_LIMIT_HEADERS = {
   RateLimit: {
     description:
       'Remaining quota and seconds until the window resets (IETF RateLimit fields), e.g. `"default";r=599;t=42`',
-    schema: { type: 'string' },
+    schema: { type: 'string', maxLength: 64, pattern: '^"default";r=\\d+;t=\\d+$' },
   },
   'RateLimit-Policy': {
     description: 'The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60`',
-    schema: { type: 'string' },
+    schema: { type: 'string', maxLength: 64, pattern: '^"default";q=\\d+;w=\\d+$' },
   },
 };
 
@@ -40,7 +56,10 @@ export function addRateLimitResponses(document: { paths?: Record<string, Record<
       responses['429'] ??= {
         description: 'Too Many Requests: the quota is used up (problem document)',
         headers: {
-          'Retry-After': { description: 'Seconds until the quota resets', schema: { type: 'integer', minimum: 1 } },
+          'Retry-After': {
+            description: 'Seconds until the quota resets',
+            schema: { type: 'integer', minimum: 1, maximum: 60 },
+          },
           ...RATE_LIMIT_HEADERS,
         },
         content: { 'application/problem+json': { schema: ProblemSchema } },
@@ -83,7 +102,10 @@ export function addRetryAndPreconditionDocs(document: { paths?: Record<string, R
         for (const [status, response] of Object.entries(responses))
           if (/^2\d\d$/.test(status))
             response.headers = {
-              ETag: { description: 'The resource’s version, e.g. `"3"`', schema: { type: 'string' } },
+              ETag: {
+                description: 'The resource’s version, e.g. `"3"`',
+                schema: { type: 'string', maxLength: 18, pattern: '^"[0-9]+"$' },
+              },
               ...response.headers,
             };
       if (method !== 'post' && method !== 'patch') continue;
@@ -104,7 +126,7 @@ export function addRetryAndPreconditionDocs(document: { paths?: Record<string, R
       responses['409'].headers = {
         'Retry-After': {
           description: 'Seconds to wait when the key is in use',
-          schema: { type: 'integer', minimum: 1 },
+          schema: { type: 'integer', minimum: 1, maximum: 1 },
         },
         ...responses['409'].headers,
       };
@@ -147,6 +169,34 @@ export function addVendorMediaTypes(
   }
 }
 
+const TAGS: Record<string, string> = {
+  'users (v1)': 'Users, version 1 (spec 4.1): name and e-mail',
+  'users (v2)': 'Users, version 2 (spec 9): v1 plus age and address',
+  'orders (v1)': 'Orders, version 1 (spec 4.2), with their action sub-resources',
+  'orders (v2)': 'Orders, version 2 (spec 9): several items and a shipping address per order',
+  products: 'Products (spec 5): cacheable reads with ETag and Cache-Control; no version segment',
+  stock: 'Stock per product (spec 5): available and reserved units',
+  users: 'Users at /api/users/**, in the version X-API-Version or Accept chooses (spec 9.2)',
+  orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses (spec 9.2)',
+  health: 'Liveness and readiness probes (no authentication, not rate limited)',
+  problems: 'The pages that the typed problem documents’ `type` URIs point to (no authentication)',
+};
+
+/** The passes every operation needs (http/openapi-document.ts), in an order that lets each see the last. */
+function finishDocument(document: Document): void {
+  parametersWithDefaultsOptional(document);
+  noContentWithoutBody(document);
+  emptyBodiesOptional(document);
+  decimalPlacesInWords(document);
+  corsHeaders(document);
+  operationIdsAndDescriptions(document);
+  declareTags(document, TAGS);
+  schemasAsComponents(document);
+  headersAsComponents(document);
+  integerFormats(document);
+  problemResponsesAsComponents(document);
+}
+
 async function openapi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -165,9 +215,28 @@ async function openapi(app: FastifyInstance): Promise<void> {
             'Products and stock carry no version segment.',
         ].join('\n'),
       },
-      servers: [{ url: app.config.baseUrl }],
+      // x-internal: false tells API inventories (OWASP API9) that this server is the public one.
+      servers: [
+        {
+          url: app.config.baseUrl,
+          description: `This instance (BASE_URL), ${app.config.env === 'production' ? 'production' : 'local development'} environment`,
+          'x-internal': false,
+        } as never,
+      ],
       components: {
-        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description:
+              'A JWT in `Authorization: Bearer <token>`, verified as RFC8725 (JSON Web Token Best Current Practices) asks: ' +
+              'the algorithm is fixed by the configured key (HS256 with JWT_SECRET, or the asymmetric algorithm of JWT_PUBLIC_KEY ' +
+              'or the JWKS at JWT_JWKS_URL), never taken from the token, and `none` is refused; `exp` and `sub` are required, `iss` and `aud` ' +
+              'are checked when configured. The `scope` claim lists the scopes (users:read, users:write, orders:read, ' +
+              'orders:write, products:read, products:write, admin); `sub` is the caller’s user id.',
+          },
+        },
       },
       security: [{ bearerAuth: [] }],
     },
@@ -179,7 +248,11 @@ async function openapi(app: FastifyInstance): Promise<void> {
       const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
       addVendorMediaTypes(document, app.config.apiVendor);
       addRetryAndPreconditionDocs(document);
+      // Answers every operation can give first, so that the rate-limit fields reach them too.
+      standardProblemResponses(document as Document, ProblemSchema as unknown as Record<string, unknown>);
       addRateLimitResponses(document);
+      unversionedPaths(document as Document, SUPPORTED_VERSIONS, app.config.apiVendor);
+      finishDocument(document as Document);
       return document;
     },
   });

@@ -16,51 +16,80 @@ export const NotBlankEmail = () =>
 export const Id = (description = 'Numeric identifier') =>
   Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description });
 
+/** A count or index: from 0 to the largest integer JavaScript holds exactly. */
+export const Count = (description?: string) =>
+  Type.Integer({
+    minimum: 0,
+    maximum: Number.MAX_SAFE_INTEGER,
+    ...(description ? { description } : {}),
+  });
+
+/** A string the service sends and never longer than the rule that admitted it. */
+export const Text = (maxLength: number, options: { description?: string; examples?: string[] } = {}) =>
+  Type.String({ maxLength, ...options });
+
+/** The most members a list answer or a problem's error list holds. */
+export const PAGE_SIZE_MAX = 100;
+
 export const IdParamSchema = Type.Object({ id: Id() });
 export type IdParam = Static<typeof IdParamSchema>;
 
 /** spec 2.4: the page envelope every paging list returns. */
-export const Page = <T extends TSchema>(element: T) =>
-  Type.Object({
-    content: Type.Array(element),
-    totalElements: Type.Integer({ minimum: 0 }),
-    totalPages: Type.Integer({ minimum: 0 }),
-    number: Type.Integer({ minimum: 0, description: 'zero-based index of this page' }),
-    size: Type.Integer({ minimum: 1 }),
-    first: Type.Boolean(),
-    last: Type.Boolean(),
-  });
+export const Page = <T extends TSchema>(element: T, title: string) =>
+  Type.Object(
+    {
+      content: Type.Array(element, { maxItems: PAGE_SIZE_MAX }),
+      totalElements: Count(),
+      totalPages: Count(),
+      number: Count('zero-based index of this page'),
+      size: Type.Integer({ minimum: 1, maximum: PAGE_SIZE_MAX }),
+      first: Type.Boolean(),
+      last: Type.Boolean(),
+    },
+    { title },
+  );
+
+// Bounds of what a problem can hold: a path is at most what Node reads as a request head, a
+// rejected value at most the body that held it, and validation stops listing after ERRORS_MAX.
+const URL_MAX = 16_384;
+const BODY_MAX = 1_048_576;
+const FIELD_MAX = 1_000;
+const MESSAGE_MAX = 1_000;
+/** The most field errors a problem lists (a body can break more rules; the first are listed). */
+export const ERRORS_MAX = 1_000;
 
 /** spec 7.1: every error response. Extension members vary by case and are listed per form. */
 export const ProblemSchema = Type.Object(
   {
-    type: Type.String({ description: 'about:blank, or {error_type_base}/<slug> for typed errors' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    detail: Type.String(),
-    instance: Type.String({ description: 'the request path' }),
+    type: Text(2048, { description: 'about:blank, or {error_type_base}/<slug> for typed errors' }),
+    title: Text(200),
+    status: Type.Integer({ minimum: 400, maximum: 599 }),
+    detail: Text(URL_MAX),
+    instance: Text(URL_MAX, { description: 'the request path' }),
     errors: Type.Optional(
       Type.Array(
         Type.Union([
           Type.Object({
-            field: Type.String(),
-            message: Type.String(),
-            rejected: Type.Union([Type.String(), Type.Null()]),
+            field: Text(FIELD_MAX),
+            message: Text(MESSAGE_MAX),
+            rejected: Type.Union([Text(BODY_MAX), Type.Null()]),
           }),
-          Type.String(),
+          Text(FIELD_MAX + MESSAGE_MAX + 2),
         ]),
         {
+          maxItems: ERRORS_MAX,
           description: 'v1 validation failures: objects (users) or "<field>: <message>" strings (orders)',
         },
       ),
     ),
     fieldErrors: Type.Optional(
-      Type.Array(Type.Object({ field: Type.String(), message: Type.String() }), {
+      Type.Array(Type.Object({ field: Text(FIELD_MAX), message: Text(MESSAGE_MAX) }), {
+        maxItems: ERRORS_MAX,
         description: 'typed validation failures',
       }),
     ),
-    conflictingField: Type.Optional(Type.String()),
-    requestId: Type.Optional(Type.String({ description: '500 only: matches the server log entry' })),
+    conflictingField: Type.Optional(Text(FIELD_MAX)),
+    requestId: Type.Optional(Text(200, { description: '500 only: matches the server log entry' })),
   },
   { additionalProperties: true, title: 'Problem', description: 'RFC 9457 problem document (application/problem+json)' },
 );
@@ -91,14 +120,29 @@ export const Nullable = <T extends TSchema>(schema: T) =>
 
 /** spec 2.1: exactly five digits, with the spec's own message. */
 export const PostalCode = () =>
-  Type.String({ pattern: '^[0-9]{5}$', 'x-message': 'must be a 5-digit postal code', examples: ['10115'] });
+  Type.String({
+    pattern: '^[0-9]{5}$',
+    maxLength: 5,
+    'x-message': 'must be a 5-digit postal code',
+    examples: ['10115'],
+  });
 
 /** An instant: ISO 8601 with Z, e.g. 2026-11-21T22:34:23.123Z. */
 export const Instant = (description = 'ISO 8601 instant (UTC)') =>
-  Type.String({ format: 'date-time', description, examples: ['2026-11-21T22:34:23.123Z'] });
+  Type.String({ format: 'date-time', maxLength: 30, description, examples: ['2026-11-21T22:34:23.123Z'] });
 
 /** page and size of a list: size above 100 is served as 100. */
 export const PageParams = {
-  page: Type.Integer({ minimum: 0, maximum: 10_000_000, default: 0, description: 'zero-based page index' }),
-  size: Type.Integer({ minimum: 1, default: 20, description: 'page size; values above 100 are treated as 100' }),
+  page: Type.Integer({
+    minimum: 0,
+    maximum: 10_000_000,
+    default: 0,
+    description: 'zero-based page index',
+  }),
+  size: Type.Integer({
+    minimum: 1,
+    maximum: Number.MAX_SAFE_INTEGER,
+    default: 20,
+    description: 'page size; values above 100 are treated as 100',
+  }),
 };

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Id, Instant, NotBlank, Nullable, Page, PageParams, PostalCode } from '../http/schemas.js';
+import { Id, Instant, NotBlank, Nullable, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
 import { ORDER_STATUSES, type OrderStatus } from './order-status.js';
 
 export const OrderStatusSchema = Type.Unsafe<OrderStatus>({
@@ -8,17 +8,22 @@ export const OrderStatusSchema = Type.Unsafe<OrderStatus>({
   description: 'PENDING → CONFIRMED → SHIPPED → DELIVERED; CANCELLED from PENDING or CONFIRMED',
 });
 
-const AddressSchema = Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' });
+const NOTE_MAX = 500;
+const STREET_MAX = 200;
+const ITEMS_MAX = 100;
+const AddressSchema = Type.Object({ street: Text(STREET_MAX), postalCode: PostalCode() }, { title: 'Address' });
+
+const Quantity = () => Type.Integer({ exclusiveMinimum: 0, maximum: 100_000 });
 
 export const OrderDetailSchema = Type.Object(
   {
-    id: Type.Integer(),
-    customerId: Type.Integer(),
+    id: Id(),
+    customerId: Id(),
     status: OrderStatusSchema,
     total: Type.Number({ description: 'Σ unit price × quantity, exact', examples: [59.97] }),
-    note: Type.Union([Type.String(), Type.Null()]),
+    note: Type.Union([Text(NOTE_MAX), Type.Null()]),
     shippingAddress: Type.Union([AddressSchema, Type.Null()]),
-    cancellationReason: Type.Union([Type.String(), Type.Null()]),
+    cancellationReason: Type.Union([Text(NOTE_MAX), Type.Null()]),
     createdAt: Instant(),
     updatedAt: Instant(),
   },
@@ -28,11 +33,11 @@ export type OrderDetail = Static<typeof OrderDetailSchema>;
 
 export const OrderSummarySchema = Type.Object(
   {
-    id: Type.Integer(),
-    customerId: Type.Integer(),
+    id: Id(),
+    customerId: Id(),
     status: OrderStatusSchema,
     total: Type.Number(),
-    itemCount: Type.Integer(),
+    itemCount: Type.Integer({ minimum: 1, maximum: ITEMS_MAX }),
     createdAt: Instant(),
   },
   { title: 'OrderSummary' },
@@ -41,17 +46,15 @@ export type OrderSummary = Static<typeof OrderSummarySchema>;
 
 export const OrderItemSchema = Type.Object(
   {
-    productId: Type.Integer(),
-    productName: Type.String(),
-    quantity: Type.Integer(),
+    productId: Id(),
+    productName: Text(200),
+    quantity: Quantity(),
     unitPrice: Type.Number(),
     lineTotal: Type.Number(),
   },
   { title: 'OrderItem' },
 );
 export type OrderItem = Static<typeof OrderItemSchema>;
-
-const Quantity = () => Type.Integer({ exclusiveMinimum: 0, maximum: 100_000 });
 
 export const CreateOrderV1Schema = Type.Object(
   { productId: Id('The product to order'), quantity: Quantity() },
@@ -63,16 +66,16 @@ export const CreateOrderV1Schema = Type.Object(
 export type CreateOrderV1 = Static<typeof CreateOrderV1Schema>;
 
 export const CancellationSchema = Type.Object(
-  { reason: NotBlank({ maxLength: 500 }) },
+  { reason: NotBlank({ maxLength: NOTE_MAX }) },
   { title: 'CancellationRequest' },
 );
 export type Cancellation = Static<typeof CancellationSchema>;
 
 export const UpdateOrderSchema = Type.Object(
   {
-    note: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+    note: Type.Optional(Nullable(Type.String({ maxLength: NOTE_MAX }))),
     shippingAddress: Type.Optional(
-      Nullable(Type.Object({ street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() })),
+      Nullable(Type.Object({ street: NotBlank({ maxLength: STREET_MAX }), postalCode: PostalCode() })),
     ),
   },
   {
@@ -93,6 +96,7 @@ export const OrderListQuerySchema = Type.Object({
   customerId: Type.Optional(Id('Only this customer’s orders')),
   sort: Type.String({
     default: 'createdAt,desc',
+    maxLength: 20,
     pattern: `^(${ORDER_SORT_FIELDS.join('|')})(,(asc|desc|ASC|DESC))?$`,
     'x-message': `must be <field>,<direction> with field one of ${ORDER_SORT_FIELDS.join(', ')} and direction asc or desc`,
     description: '<field>,<direction>; ties are broken by id',
@@ -101,8 +105,8 @@ export const OrderListQuerySchema = Type.Object({
 });
 export type OrderListQuery = Static<typeof OrderListQuerySchema>;
 
-export const OrderPageSchema = Page(OrderSummarySchema);
-export const OrderItemsSchema = Type.Array(OrderItemSchema);
+export const OrderPageSchema = Page(OrderSummarySchema, 'OrderPage');
+export const OrderItemsSchema = Type.Array(OrderItemSchema, { maxItems: ITEMS_MAX });
 
 // v2 (spec 2.2 second create variant, DESIGN §6): a customer and a list of items.
 export const CreateOrderV2Schema = Type.Object(
@@ -112,7 +116,7 @@ export const CreateOrderV2Schema = Type.Object(
       Type.Object({ productId: Id('The product to order'), quantity: Quantity() }, { title: 'OrderLineRequest' }),
       {
         minItems: 1,
-        maxItems: 100,
+        maxItems: ITEMS_MAX,
         'x-message': 'Order must have at least one item',
       },
     ),

@@ -1,14 +1,18 @@
 import { Type, type Static } from 'typebox';
-import { Id, Instant, NotBlank, Page, PageParams } from '../http/schemas.js';
+import { Id, Instant, NotBlank, Page, PageParams, Text } from '../http/schemas.js';
 
 export const ProductSchema = Type.Object(
   {
-    id: Type.Integer(),
-    sku: Type.String(),
-    name: Type.String(),
-    description: Type.Union([Type.String(), Type.Null()]),
+    id: Id(),
+    sku: Text(64),
+    name: Text(200),
+    description: Type.Union([Text(2000), Type.Null()]),
     price: Type.Number({ description: 'decimal, two places at most', examples: [19.99] }),
-    version: Type.Integer({ description: 'starts at 1, increments on every change; the ETag is "<version>"' }),
+    version: Type.Integer({
+      minimum: 1,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description: 'starts at 1, increments on every change; the ETag is "<version>"',
+    }),
     createdAt: Instant(),
     updatedAt: Instant(),
   },
@@ -34,23 +38,23 @@ export const ProductRequestSchema = Type.Object(
 export type ProductRequest = Static<typeof ProductRequestSchema>;
 
 export const ProductListQuerySchema = Type.Object(PageParams);
-export const ProductPageSchema = Page(ProductSchema);
+export const ProductPageSchema = Page(ProductSchema, 'ProductPage');
+
+const Units = (description?: string) =>
+  Type.Integer({ minimum: 0, maximum: 2_147_483_647, ...(description ? { description } : {}) });
 
 export const StockSchema = Type.Object(
   {
-    productId: Type.Integer(),
-    available: Type.Integer({ description: 'units that can still be ordered' }),
-    reserved: Type.Integer({ description: 'units held by orders that have not shipped' }),
+    productId: Id(),
+    available: Units('units that can still be ordered'),
+    reserved: Units('units held by orders that have not shipped'),
     updatedAt: Instant(),
   },
   { title: 'Stock' },
 );
 export type Stock = Static<typeof StockSchema>;
 
-export const SetStockSchema = Type.Object(
-  { available: Type.Integer({ minimum: 0, maximum: 2_147_483_647 }) },
-  { title: 'SetStockRequest' },
-);
+export const SetStockSchema = Type.Object({ available: Units() }, { title: 'SetStockRequest' });
 export type SetStock = Static<typeof SetStockSchema>;
 
 export const ProductIdParamSchema = Type.Object({ productId: Id() });

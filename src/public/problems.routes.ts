@@ -28,6 +28,12 @@ const problemPages: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'Describe a problem type',
       security: [],
       params: Type.Object({ slug: Type.String({ maxLength: 64 }) }),
+      response: {
+        200: {
+          description: 'An HTML page describing the problem type',
+          content: { 'text/html': { schema: Type.String({ maxLength: 65_536 }) } },
+        },
+      },
     },
     config: { produces: ['text/html'] },
     handler: async (request, reply) => {

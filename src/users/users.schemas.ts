@@ -1,21 +1,29 @@
 import { Type, type Static } from 'typebox';
-import { NotBlank, NotBlankEmail, Page, PostalCode } from '../http/schemas.js';
+import { Id, NotBlank, NotBlankEmail, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
+
+const NAME_MAX = 100;
+const EMAIL_MAX = 320;
+const STREET_MAX = 200;
+const LocalDateTime = (description: string) =>
+  Type.String({
+    maxLength: 23,
+    pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,3})?$',
+    description,
+    examples: ['2026-11-21T22:34:23.123'],
+  });
 
 export const UserV1Schema = Type.Object(
   {
-    id: Type.Integer({ description: '64-bit identifier, server-generated' }),
-    name: Type.String(),
-    email: Type.String(),
-    createdAt: Type.String({
-      description: 'Local date-time without zone (UTC wall clock), e.g. 2026-11-21T22:34:23.123',
-      examples: ['2026-11-21T22:34:23.123'],
-    }),
+    id: Id('64-bit identifier, server-generated'),
+    name: Text(NAME_MAX),
+    email: Text(EMAIL_MAX),
+    createdAt: LocalDateTime('Local date-time without zone (UTC wall clock), e.g. 2026-11-21T22:34:23.123'),
   },
   { title: 'UserResponse' },
 );
 export type UserV1 = Static<typeof UserV1Schema>;
 
-const Name = () => NotBlank({ minLength: 2, maxLength: 100 });
+const Name = () => NotBlank({ minLength: 2, maxLength: NAME_MAX });
 const Password = () => NotBlank({ minLength: 8, maxLength: 72, writeOnly: true });
 
 export const CreateUserV1Schema = Type.Object(
@@ -40,7 +48,7 @@ export const PatchUserV1Schema = Type.Object(
 export type PatchUserV1 = Static<typeof PatchUserV1Schema>;
 
 export const PasswordChangeSchema = Type.Object(
-  { currentPassword: NotBlank({ writeOnly: true }), newPassword: Password() },
+  { currentPassword: NotBlank({ maxLength: 1024, writeOnly: true }), newPassword: Password() },
   { title: 'PasswordChangeRequest' },
 );
 export type PasswordChange = Static<typeof PasswordChangeSchema>;
@@ -49,10 +57,10 @@ export const USER_SORT_FIELDS = ['id', 'name', 'email', 'createdAt'] as const;
 export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 export const UserListQuerySchema = Type.Object({
-  page: Type.Integer({ minimum: 0, maximum: 10_000_000, default: 0, description: 'zero-based page index' }),
-  size: Type.Integer({ minimum: 1, default: 20, description: 'page size; values above 100 are treated as 100' }),
+  ...PageParams,
   sort: Type.String({
     default: 'id',
+    maxLength: 20,
     pattern: `^(${USER_SORT_FIELDS.join('|')})(,(asc|desc|ASC|DESC))?$`,
     'x-message': `must be one of ${USER_SORT_FIELDS.join(', ')}, optionally followed by ,asc or ,desc`,
     description: 'field[,asc|desc]; ties are broken by id',
@@ -60,29 +68,28 @@ export const UserListQuerySchema = Type.Object({
 });
 export type UserListQuery = Static<typeof UserListQuerySchema>;
 
-export const UserPageV1Schema = Page(UserV1Schema);
+export const UserPageV1Schema = Page(UserV1Schema, 'UserPage');
 
 // v2 (spec 2.1 extended create, DESIGN §6): age and address, validated recursively.
 const Age = () => Type.Integer({ minimum: 18, maximum: 120 });
 const AddressRequestSchema = Type.Object(
-  { street: NotBlank({ maxLength: 200 }), postalCode: PostalCode() },
+  { street: NotBlank({ maxLength: STREET_MAX }), postalCode: PostalCode() },
   { title: 'AddressRequest' },
 );
 
 export const UserV2Schema = Type.Object(
   {
-    id: Type.Integer({ description: '64-bit identifier, server-generated' }),
-    name: Type.String(),
-    email: Type.String(),
-    age: Type.Union([Type.Integer(), Type.Null()], { description: 'null for users created through v1' }),
+    id: Id('64-bit identifier, server-generated'),
+    name: Text(NAME_MAX),
+    email: Text(EMAIL_MAX),
+    age: Type.Union([Type.Integer({ minimum: 18, maximum: 120 }), Type.Null()], {
+      description: 'null for users created through v1',
+    }),
     address: Type.Union([
-      Type.Object({ street: Type.String(), postalCode: Type.String() }, { title: 'Address' }),
+      Type.Object({ street: Text(STREET_MAX), postalCode: PostalCode() }, { title: 'Address' }),
       Type.Null(),
     ]),
-    createdAt: Type.String({
-      description: 'Local date-time without zone (UTC wall clock)',
-      examples: ['2026-11-21T22:34:23.123'],
-    }),
+    createdAt: LocalDateTime('Local date-time without zone (UTC wall clock)'),
   },
   { title: 'UserResponseV2' },
 );
@@ -110,4 +117,4 @@ export const PatchUserV2Schema = Type.Object(
 );
 export type PatchUserV2 = Static<typeof PatchUserV2Schema>;
 
-export const UserPageV2Schema = Page(UserV2Schema);
+export const UserPageV2Schema = Page(UserV2Schema, 'UserPageV2');

@@ -5,11 +5,12 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { pino } from 'pino';
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import { buildApp, type BuildAppOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
+import { openapiConformance, violations } from './openapi-conformance.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
 
@@ -58,10 +59,13 @@ export async function buildTestApp(
     db,
     logger: pino({ level: 'info' }, sink),
     auth: { jwksCooldownMs: 1000 },
+    observers: [openapiConformance],
     ...options,
   });
 
   afterAll(async () => {
+    // Every answer this file received matched the OpenAPI document (test/support/openapi-conformance.ts).
+    expect(violations(app), 'answers that the OpenAPI document does not describe').toEqual([]);
     await app.close();
     await db.destroy();
     if (schema && config.database.kind === 'postgres') {

@@ -9,6 +9,7 @@ import { isDataException, isDatabaseTimeout } from '../../db/pg-errors.js';
 import { errorEntry } from './error-registry.js';
 import { toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
+import { ERRORS_MAX } from '../schemas.js';
 
 /**
  * How a route reports its errors (spec 7.3): the v1 users form, the v1 orders form, or the
@@ -88,9 +89,10 @@ export function toProblem(error: unknown, ctx: ProblemContext): Problem {
 }
 
 export function validationProblem(
-  fieldErrors: ReturnType<typeof toFieldErrors> & object,
+  allFieldErrors: ReturnType<typeof toFieldErrors> & object,
   ctx: ProblemContext,
 ): Problem {
+  const fieldErrors = allFieldErrors.slice(0, ERRORS_MAX);
   switch (ctx.form) {
     case 'users-v1':
       return problem(400, {
