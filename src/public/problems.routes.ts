@@ -3,6 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { PROBLEM_TYPES } from '../http/problems/problem-types.js';
+import { problemResponses } from '../http/schemas.js';
 
 const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -33,6 +34,7 @@ const problemPages: FastifyPluginAsyncTypebox = async (app) => {
           description: 'An HTML page describing the problem type',
           content: { 'text/html': { schema: Type.String({ maxLength: 65_536 }) } },
         },
+        ...problemResponses(404),
       },
     },
     config: { produces: ['text/html'] },
