@@ -171,18 +171,41 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('Idempotency-Key 
     const payload = JSON.stringify({ productId: product.id, quantity: 1 });
     const before = await stock();
 
-    // Send the whole request, then hang up without reading the answer.
-    await new Promise<void>((resolve) => {
-      const req = httpRequest(`${server.url}/api/v1/orders`, {
-        method: 'POST',
-        headers: { authorization: customer.auth, 'content-type': 'application/json', 'idempotency-key': key },
+    // Send the whole request, and hang up without reading the answer once the service has it in
+    // hand: its transaction holds the key's advisory lock, or it has already stored the answer.
+    // (Hanging up sooner could lose the request in the socket before the service reads it.)
+    const db = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    const received = async () => {
+      const [row] = await db<{ seen: boolean }[]>`
+        select exists (select 1 from pg_locks l join pg_database d on d.oid = l.database
+                        where l.locktype = 'advisory' and l.granted and d.datname = current_database())
+            or exists (select 1 from idempotency_keys where key in (${key}, ${key.slice(1, -1)})) as seen`;
+      return row?.seen === true;
+    };
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const req = httpRequest(`${server.url}/api/v1/orders`, {
+          method: 'POST',
+          headers: { authorization: customer.auth, 'content-type': 'application/json', 'idempotency-key': key },
+        });
+        req.on('error', () => undefined);
+        req.end(payload, () => {
+          const poll = (): void => {
+            received().then(
+              (seen) => {
+                if (!seen) return void setTimeout(poll, 1);
+                req.destroy();
+                resolve();
+              },
+              (error: unknown) => reject(error as Error),
+            );
+          };
+          poll();
+        });
       });
-      req.on('error', () => resolve());
-      req.end(payload, () => {
-        req.destroy();
-        resolve();
-      });
-    });
+    } finally {
+      await db.end();
+    }
     const retry = await sendUntilDone(server.url, '/api/v1/orders', customer.auth, key, JSON.parse(payload));
 
     expect(retry.status).toBe(201);
