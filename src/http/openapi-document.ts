@@ -3,6 +3,8 @@
 // whole API, so no route repeats it, and the served document, `npm run openapi` and the tests
 // that validate every response against it all see the same result.
 
+import { problemResponses } from './schemas.js';
+
 type Json = Record<string, unknown>;
 
 export interface Operation {
@@ -154,38 +156,25 @@ export function declareTags(document: Document, descriptions: Record<string, str
  * Retry-After) everywhere; 413 and 415 wherever a body can be sent; 401 and 403 where a token is
  * required (DESIGN §2, §7, §9).
  */
-export function standardProblemResponses(document: Document, problem: Json): void {
-  const problemResponse = (description: string, headers?: Record<string, unknown>): Response => ({
-    description,
-    content: { 'application/problem+json': { schema: problem } },
-    ...(headers ? { headers } : {}),
-  });
+export function standardProblemResponses(document: Document): void {
   for (const [path, method, operation] of operations(document)) {
     const responses = (operation.responses ??= {});
     const secured = (operation.security ?? document.security ?? []).length > 0;
-    const standard = (status: string) =>
-      (responses[status] ??= problemResponse(PROBLEM_DESCRIPTIONS[status] ?? status));
-    standard('400');
-    if (secured) {
-      standard('401');
-      standard('403');
-    }
-    standard('406');
-    if (method !== 'get' && method !== 'head') {
-      standard('413');
-      standard('415');
-    }
-    standard('500');
-    if (path !== '/api/public/health/live')
-      responses['503'] ??= problemResponse(
-        'Service Unavailable: the database is unreachable or the request ran out of time; retry after Retry-After',
-        {
-          'Retry-After': {
-            description: 'Seconds to wait before retrying',
-            schema: { type: 'integer', minimum: 1, maximum: 60 },
-          },
+    const statuses = [400, ...(secured ? [401, 403] : []), 406, 500];
+    if (method !== 'get' && method !== 'head') statuses.push(413, 415);
+    if (path !== '/api/public/health/live') statuses.push(503);
+    // TypeBox's schema type is a plain JSON object here, as in the rest of the document.
+    const standard = problemResponses(...statuses) as unknown as Record<string, Response>;
+    for (const [status, response] of Object.entries(standard)) responses[status] ??= response;
+    const unavailable = responses['503'];
+    if (unavailable !== undefined && unavailable.$ref === undefined)
+      unavailable.headers = {
+        'Retry-After': {
+          description: 'Seconds to wait before retrying',
+          schema: { type: 'integer', minimum: 1, maximum: 60 },
         },
-      );
+        ...unavailable.headers,
+      };
   }
 }
 
@@ -254,24 +243,9 @@ export function headersAsComponents(document: Document): void {
     }
 }
 
-const PROBLEM_DESCRIPTIONS: Record<string, string> = {
-  '400': 'Bad Request: the URL, a parameter or the body is not valid',
-  '401': 'Unauthorized: no valid Bearer token',
-  '403': 'Forbidden: the token lacks the scope, or the resource is not the caller’s',
-  '404': 'Not Found: no such resource, or not one the caller may see',
-  '405': 'Method Not Allowed',
-  '406': 'Not Acceptable: Accept names no media type this operation answers with',
-  '409': 'Conflict: the resource’s state or a unique value forbids the change',
-  '412': 'Precondition Failed: If-Match names a version the resource is no longer at',
-  '413': 'Content Too Large: the body is over 1 MiB',
-  '415': 'Unsupported Media Type: the body is not JSON',
-  '422': 'Unprocessable Content: the request is well formed but a business rule refuses it',
-  '500': 'Internal Server Error: the problem carries a requestId for the server log',
-};
-
 /**
- * Problem answers (application/problem+json only) read alike across operations: each status has
- * one description, and the most common answer of each status is defined once under
+ * Problem answers (application/problem+json only) read alike across operations (one description
+ * per status, http/schemas.ts problemResponses), and the most common answer of each status is defined once under
  * components.responses (Problem404, …) and referenced; the few that differ (no RateLimit fields
  * on the health probes) stay inline.
  */
@@ -283,9 +257,6 @@ export function problemResponsesAsComponents(document: Document): void {
     for (const [status, response] of Object.entries(responses)) {
       const media = Object.keys(response.content ?? {});
       if (media.length !== 1 || media[0] !== 'application/problem+json') continue;
-      const standard = PROBLEM_DESCRIPTIONS[status];
-      if (/^Problem \(\d+\)$/.test(response.description ?? '') && standard !== undefined)
-        response.description = standard;
       problems.push({ responses, status, text: JSON.stringify(response) });
     }
   }

@@ -22,13 +22,8 @@ import {
 import { ProblemSchema } from './schemas.js';
 import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
 
-interface Operation {
-  parameters?: { in: string; name: string; [member: string]: unknown }[];
-  responses?: Record<
-    string,
-    { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }
-  >;
-}
+// The document is plain JSON: TypeBox's schema type is one JSON object among the others there.
+const PROBLEM_CONTENT = { 'application/problem+json': { schema: ProblemSchema as unknown as Record<string, unknown> } };
 
 const RATE_LIMIT_HEADERS = {
   RateLimit: {
@@ -46,7 +41,7 @@ const RATE_LIMIT_HEADERS = {
  * DESIGN §11: every operation except the health probes may answer 429 (quota used up, with
  * Retry-After), and its answers carry the RateLimit fields.
  */
-export function addRateLimitResponses(document: { paths?: Record<string, Record<string, Operation>> }): void {
+export function addRateLimitResponses(document: Document): void {
   for (const [path, methods] of Object.entries(document.paths ?? {})) {
     if (path.startsWith('/api/public/health/')) continue;
     for (const operation of Object.values(methods)) {
@@ -62,20 +57,18 @@ export function addRateLimitResponses(document: { paths?: Record<string, Record<
           },
           ...RATE_LIMIT_HEADERS,
         },
-        content: { 'application/problem+json': { schema: ProblemSchema } },
+        content: PROBLEM_CONTENT,
       };
     }
   }
 }
-
-const PROBLEM_CONTENT = { 'application/problem+json': { schema: ProblemSchema } };
 
 /**
  * DESIGN §10, which the route schemas cannot say: Idempotency-Key on every POST and PATCH (and
  * the 409 and 422 it can cause, and Idempotent-Replayed on a replay); If-Match where a stale
  * version answers 412, If-None-Match where a current one answers 304, and ETag on their 2xx.
  */
-export function addRetryAndPreconditionDocs(document: { paths?: Record<string, Record<string, Operation>> }): void {
+export function addRetryAndPreconditionDocs(document: Document): void {
   for (const methods of Object.values(document.paths ?? {})) {
     for (const [method, operation] of Object.entries(methods)) {
       const responses = (operation.responses ??= {});
@@ -151,10 +144,7 @@ export function addRetryAndPreconditionDocs(document: { paths?: Record<string, R
  * spec 9.2: each versioned success response is also available as its vendor media type,
  * application/vnd.<vendor>.v<N>+json; the document says so next to application/json.
  */
-export function addVendorMediaTypes(
-  document: { paths?: Record<string, Record<string, Operation>> },
-  vendor: string,
-): void {
+export function addVendorMediaTypes(document: Document, vendor: string): void {
   for (const [path, methods] of Object.entries(document.paths ?? {})) {
     const version = /^\/api\/v(\d+)\//.exec(path)?.[1];
     if (version === undefined) continue;
@@ -245,15 +235,16 @@ async function openapi(app: FastifyInstance): Promise<void> {
     // A collection is /api/v1/users in the document, not /api/v1/users/ (both are served).
     transform: ({ schema, url }) => ({ schema, url: url.length > 1 ? url.replace(/\/$/, '') : url }),
     transformObject: (documentObject) => {
-      const document = (documentObject as { openapiObject: Parameters<typeof addVendorMediaTypes>[0] }).openapiObject;
+      if (!('openapiObject' in documentObject)) return documentObject.swaggerObject; // not used: OpenAPI 3.1 only
+      const document = documentObject.openapiObject as Document;
       addVendorMediaTypes(document, app.config.apiVendor);
       addRetryAndPreconditionDocs(document);
       // Answers every operation can give first, so that the rate-limit fields reach them too.
-      standardProblemResponses(document as Document, ProblemSchema as unknown as Record<string, unknown>);
+      standardProblemResponses(document);
       addRateLimitResponses(document);
-      unversionedPaths(document as Document, SUPPORTED_VERSIONS, app.config.apiVendor);
-      finishDocument(document as Document);
-      return document;
+      unversionedPaths(document, SUPPORTED_VERSIONS, app.config.apiVendor);
+      finishDocument(document);
+      return documentObject.openapiObject;
     },
   });
   await app.register(swaggerUi, {

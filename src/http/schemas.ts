@@ -97,6 +97,22 @@ export const ProblemSchema = Type.Object(
 /** A response with no body (204, 202). */
 export const NoContentSchema = Type.Unsafe<undefined>({ description: 'No content' });
 
+/** What a problem of each status means, as the OpenAPI document describes it. */
+const PROBLEM_DESCRIPTIONS: Record<number, string> = {
+  400: 'Bad Request: the URL, a parameter or the body is not valid',
+  401: 'Unauthorized: no valid Bearer token',
+  403: 'Forbidden: the token lacks the scope, or the resource is not the caller’s',
+  404: 'Not Found: no such resource, or not one the caller may see',
+  406: 'Not Acceptable: Accept names no media type this operation answers with',
+  409: 'Conflict: the resource’s state or a unique value forbids the change',
+  412: 'Precondition Failed: If-Match names a version the resource is no longer at',
+  413: 'Content Too Large: the body is over 1 MiB',
+  415: 'Unsupported Media Type: the body is not JSON',
+  422: 'Unprocessable Content: the request is well formed but a business rule refuses it',
+  500: 'Internal Server Error: the problem carries a requestId for the server log',
+  503: 'Service Unavailable: the database is unreachable or the request ran out of time; retry after Retry-After',
+};
+
 /** OpenAPI entries for the problems a route can answer with (spec 7). */
 export function problemResponses(...statuses: number[]) {
   const out: Record<
@@ -105,7 +121,7 @@ export function problemResponses(...statuses: number[]) {
   > = {};
   for (const status of statuses)
     out[status] = {
-      description: `Problem (${status})`,
+      description: PROBLEM_DESCRIPTIONS[status] ?? `Problem (${String(status)})`,
       content: { 'application/problem+json': { schema: ProblemSchema } },
     };
   return out;

@@ -7,6 +7,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsPlugin from 'ajv-formats';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
+import { at, refPath } from './openapi.js';
 
 type Json = Record<string, unknown>;
 interface Media {
@@ -75,9 +76,8 @@ class Conformance {
     let base = ['paths', path, method, 'responses', statusKey];
     let response = operation.responses?.[statusKey];
     if (response?.$ref !== undefined) {
-      base = response.$ref.replace(/^#\//, '').split('/');
-      response = base.reduce<unknown>((node, key) => (node as Json | undefined)?.[key], this.document) as
-        Response | undefined;
+      base = refPath(response.$ref);
+      response = at(this.document, base) as Response | undefined;
     }
     if (response === undefined) {
       fail(`status ${status} is not documented for ${method.toUpperCase()} ${path}`);
@@ -116,11 +116,8 @@ class Conformance {
       const value = headers[name.toLowerCase()];
       if (value === undefined) continue;
       const pointer =
-        declared.$ref === undefined
-          ? [...base, 'headers', name, 'schema']
-          : [...declared.$ref.replace(/^#\//, '').split('/'), 'schema'];
-      const schema = pointer.reduce<unknown>((node, key) => (node as Json | undefined)?.[key], this.document) as
-        Json | undefined;
+        declared.$ref === undefined ? [...base, 'headers', name, 'schema'] : [...refPath(declared.$ref), 'schema'];
+      const schema = at(this.document, pointer) as Json | undefined;
       if (schema === undefined) continue;
       const text = Array.isArray(value)
         ? value.join(', ')

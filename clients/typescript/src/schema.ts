@@ -1370,7 +1370,8 @@ export interface components {
         /** @description Too Many Requests: the quota is used up (problem document) */
         Problem429: {
             headers: {
-                "Retry-After": components["headers"]["Retry-After"];
+                /** @description Seconds until the quota resets */
+                "Retry-After"?: number;
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
@@ -1397,8 +1398,7 @@ export interface components {
             headers: {
                 RateLimit: components["headers"]["RateLimit"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                /** @description Seconds to wait before retrying */
-                "Retry-After"?: number;
+                "Retry-After": components["headers"]["Retry-After"];
                 "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                 [name: string]: unknown;
             };
@@ -1500,12 +1500,12 @@ export interface components {
     headers: {
         /** @description The request’s Origin, when CORS_ORIGINS allows it (absent otherwise) */
         "Access-Control-Allow-Origin": string;
+        /** @description Seconds to wait before retrying */
+        "Retry-After": number;
         /** @description Remaining quota and seconds until the window resets (IETF RateLimit fields), e.g. `"default";r=599;t=42` */
         RateLimit: string;
         /** @description The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60` */
         "RateLimit-Policy": string;
-        /** @description Seconds until the quota resets */
-        "Retry-After": number;
         /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key */
         "Idempotent-Replayed": "true";
         /** @description The resource’s version, e.g. `"3"` */
@@ -1615,9 +1615,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem (503) */
+            /** @description Service Unavailable: the database is unreachable or the request ran out of time; retry after Retry-After */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
