@@ -9,6 +9,27 @@ export interface PageOf<T> {
   total: number;
   page: number;
   size: number;
+  /** The sort keys of the first and last rows (absent when empty): the links' cursors. */
+  edges?: { first: RowKey; last: RowKey };
+}
+
+/** Where a row sits in a list's order: its sort value as exact text, and its id. */
+export interface RowKey {
+  value: string;
+  id: number;
+}
+
+/** A page found by a cursor: the rows just after (next) or just before (prev) a row's key. */
+export interface Seek extends RowKey {
+  after: boolean;
+}
+
+/** The edges of a page of rows that carry their sort key (`sort_key`) and id. */
+export function edgesOf(rows: readonly { id: number; sort_key: string }[]): PageOf<unknown>['edges'] {
+  const first = rows[0];
+  const last = rows[rows.length - 1];
+  if (first === undefined || last === undefined) return undefined;
+  return { first: { value: first.sort_key, id: first.id }, last: { value: last.sort_key, id: last.id } };
 }
 
 export type SortDirection = 'asc' | 'desc';

@@ -2,7 +2,7 @@
 // compiles a query's tree each time it runs; for the primary-key reads every request makes,
 // that was a measurable share of the request's CPU (see README, Benchmark). A prepared query
 // is built once with placeholder arguments; running it only swaps the values in.
-import { CompiledQuery, type Compilable, type Kysely } from 'kysely';
+import { CompiledQuery, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Database, Db } from './database.js';
 
 /** Runs one statement outside any transaction, straight on the driver. */
@@ -21,6 +21,18 @@ export function withDirectRun<T extends object>(db: T, run: DirectRun): T {
   return db;
 }
 
+/** A statement and its bound values, as a prepared query sends them (EXPLAIN in tests). */
+export interface Statement {
+  sql: string;
+  parameters: unknown[];
+}
+
+/** A prepared query: run it, or see the statement it would send. */
+export interface Prepared<R, A extends unknown[]> {
+  (db: Db, ...args: A): Promise<R[]>;
+  statement(db: Db, ...args: A): Statement;
+}
+
 /**
  * Compiles `build(db, ...placeholders)` once. The placeholders must reach the query only as
  * bound values (where, limit…), never as SQL text, which Kysely guarantees for values.
@@ -28,9 +40,9 @@ export function withDirectRun<T extends object>(db: T, run: DirectRun): T {
 export function prepare<R, A extends unknown[]>(
   arity: A['length'],
   build: (db: Kysely<Database>, ...args: A) => Compilable<R>,
-): (db: Db, ...args: A) => Promise<R[]> {
+): Prepared<R, A> {
   let template: { sql: string; slots: (number | { value: unknown })[] } | undefined;
-  return async (db, ...args) => {
+  const statement = (db: Db, ...args: A): Statement => {
     if (template === undefined) {
       const placeholders = Array.from({ length: arity }, (_, i) => `\u0000prepared-arg-${i}\u0000`);
       const compiled = build(db, ...(placeholders as unknown as A)).compile();
@@ -43,25 +55,43 @@ export function prepare<R, A extends unknown[]>(
       };
     }
     const parameters = template.slots.map((slot) => (typeof slot === 'number' ? args[slot] : slot.value));
+    return { sql: template.sql, parameters };
+  };
+  const run = async (db: Db, ...args: A): Promise<R[]> => {
+    const { sql, parameters } = statement(db, ...args);
     const direct = directRuns.get(db);
-    if (direct !== undefined) return (await direct(template.sql, parameters)).rows as R[];
-    const result = await db.executeQuery<R>(CompiledQuery.raw(template.sql, parameters));
+    if (direct !== undefined) return (await direct(sql, parameters)).rows as R[];
+    const result = await db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
     return result.rows;
   };
+  return Object.assign(run, { statement });
+}
+
+/** Prepared queries, one per variant key (a sort order, a set of filters), made on first use. */
+export interface PreparedVariants<K extends string, R, A extends unknown[]> {
+  (key: K, db: Db, ...args: A): Promise<R[]>;
+  statement(key: K, db: Db, ...args: A): Statement;
 }
 
 /** One prepared query per variant key (a sort order, a set of filters), made on first use. */
 export function prepareVariants<K extends string, R, A extends unknown[]>(
   arity: A['length'],
   build: (key: K) => (db: Kysely<Database>, ...args: A) => Compilable<R>,
-): (key: K, db: Db, ...args: A) => Promise<R[]> {
-  const variants = new Map<K, (db: Db, ...args: A) => Promise<R[]>>();
-  return (key, db, ...args) => {
-    let run = variants.get(key);
-    if (run === undefined) {
-      run = prepare<R, A>(arity, build(key));
-      variants.set(key, run);
+): PreparedVariants<K, R, A> {
+  const variants = new Map<K, Prepared<R, A>>();
+  const variant = (key: K) => {
+    let prepared = variants.get(key);
+    if (prepared === undefined) {
+      prepared = prepare<R, A>(arity, build(key));
+      variants.set(key, prepared);
     }
-    return run(db, ...args);
+    return prepared;
   };
+  const run = (key: K, db: Db, ...args: A) => variant(key)(db, ...args);
+  return Object.assign(run, { statement: (key: K, db: Db, ...args: A) => variant(key).statement(db, ...args) });
+}
+
+/** A raw SQL statement as something `prepare` can compile. */
+export function compilable<R>(db: Kysely<Database>, statement: RawBuilder<unknown>): Compilable<R> {
+  return { compile: () => statement.compile(db) };
 }

@@ -2,7 +2,7 @@
 // (refused before JSON.parse, so no schema, handler or error renderer ever recurses into it),
 // and strings that PostgreSQL text cannot hold as sent: U+0000, and unpaired UTF-16
 // surrogates, which would be stored as U+FFFD and so silently change the data.
-import type { FieldError } from './problems/field-errors.js';
+import { InvalidFields, type FieldError } from './problems/field-errors.js';
 
 export const MAX_BODY_DEPTH = 64;
 
@@ -17,12 +17,11 @@ export class BodyTooDeep extends Error {
 }
 
 /** Values the schema would accept but the database cannot store as sent: field errors. */
-export class UnstorableInput extends Error {
+export class UnstorableInput extends InvalidFields {
   override readonly name = 'UnstorableInput';
   readonly code = 'RESOURCE_API_UNSTORABLE_INPUT';
-  readonly statusCode = 400;
-  constructor(readonly fieldErrors: FieldError[]) {
-    super('The request carries characters that cannot be stored.');
+  constructor(fieldErrors: FieldError[]) {
+    super(fieldErrors, 'The request carries characters that cannot be stored.');
   }
 }
 

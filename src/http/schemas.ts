@@ -147,6 +147,23 @@ export const PostalCode = () =>
 export const Instant = (description = 'ISO 8601 instant (UTC)') =>
   Type.String({ format: 'date-time', maxLength: 30, description, examples: ['2026-11-21T22:34:23.123Z'] });
 
+/** A list cursor: base64url payload, '.', a 16-byte signature (http/pagination.ts). */
+export const CURSOR_PATTERN = '^[A-Za-z0-9_-]{1,1000}\\.[A-Za-z0-9_-]{22}$';
+
+/** `cursor` of a list whose Link carries seek cursors (users, orders). */
+export const CursorParam = () =>
+  Type.Optional(
+    Type.String({
+      maxLength: 1023,
+      pattern: CURSOR_PATTERN,
+      'x-message': 'is not a valid cursor: use the one in the Link header as it is',
+      description:
+        'Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the ' +
+        'row next to it (fast at any depth; no row skipped or repeated while rows are added or ' +
+        'removed). Bound to the list, its sort and filters, page and size: any other use is a 400.',
+    }),
+  );
+
 /** page and size of a list: size above 100 is served as 100. */
 export const PageParams = {
   page: Type.Integer({

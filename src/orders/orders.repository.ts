@@ -1,8 +1,11 @@
 // SQL for orders and their items.
 import { sql } from 'kysely';
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { prepare, prepareVariants } from '../db/prepared.js';
+import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { pageMode, pageQuery, type PageMode } from '../db/keyset.js';
+import { countOf } from '../db/row-counts.js';
+import type { Seek, SortDirection } from '../page.js';
 import type { OrderStatus } from './order-status.js';
 import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
 
@@ -81,53 +84,116 @@ export async function deleteOrderById(db: Db, id: number): Promise<void> {
 
 export interface OrderListParams extends Filters {
   sort: OrderSort;
-  direction: 'asc' | 'desc';
+  direction: SortDirection;
   offset: number;
   limit: number;
+  seek?: Seek | undefined;
 }
 
 type Filters = { status?: OrderStatus; customerId?: number; visibility: Visibility };
+
+export type OrderListRow = OrderRow & { sort_key: string };
 
 /** The variant key of a filter set: which filters are present, not their values. */
 function filterKey(p: Filters): string {
   return `${p.status !== undefined ? 's' : '-'}${p.customerId !== undefined ? 'c' : '-'}${p.visibility === 'all' ? 'a' : 'v'}`;
 }
 
-function filtered(db: Kysely<Database>, key: string, status: OrderStatus, customerId: number, visibleTo: number) {
-  let query = db.selectFrom('orders');
-  if (key[0] === 's') query = query.where('status', '=', status);
-  if (key[1] === 'c') query = query.where('customer_id', '=', customerId);
-  if (key[2] === 'v') query = query.where('customer_id', '=', visibleTo);
-  return query;
+/** The filters of a variant as one SQL condition (undefined: none). */
+function filterCondition(key: string, status: unknown, customerId: unknown, visibleTo: unknown) {
+  const conditions = [];
+  if (key[0] === 's') conditions.push(sql`status = ${status}`);
+  if (key[1] === 'c') conditions.push(sql`customer_id = ${customerId}`);
+  if (key[2] === 'v') conditions.push(sql`customer_id = ${visibleTo}`);
+  return conditions.length === 0 ? undefined : sql.join(conditions, sql` and `);
 }
 
-const selectOrderPage = prepareVariants(5, (key: string) => {
-  const [filters, sort, direction] = key.split(',') as [string, OrderSort, 'asc' | 'desc'];
-  const column = SORT_COLUMNS[sort];
-  return (db, status: OrderStatus, customerId: number, visibleTo: number, limit: number, offset: number) => {
-    let page = filtered(db, filters, status, customerId, visibleTo).selectAll().orderBy(column, direction);
-    if (column !== 'id') page = page.orderBy('id', direction);
-    return page.limit(limit).offset(offset);
-  };
+const ORDER_COLUMNS = [
+  'id',
+  'customer_id',
+  'status',
+  'total',
+  'item_count',
+  'note',
+  'shipping_street',
+  'shipping_postal_code',
+  'cancellation_reason',
+  'version',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof OrdersTable)[];
+
+const selectOrderPage = prepareVariants(7, (key: string) => {
+  const [filters, sort, direction, mode] = key.split(',') as [string, OrderSort, SortDirection, PageMode];
+  // Ties are broken by id in the sort's direction (DESIGN §5).
+  const order = { column: SORT_COLUMNS[sort], direction, idDirection: direction };
+  return (
+    db,
+    status: OrderStatus,
+    customerId: number,
+    visibleTo: number,
+    limit: number,
+    offset: number,
+    seekValue: string | undefined,
+    seekId: number | undefined,
+  ) =>
+    compilable<OrderListRow>(
+      db,
+      pageQuery({
+        table: 'orders',
+        columns: ORDER_COLUMNS,
+        filters: filterCondition(filters, status, customerId, visibleTo),
+        order,
+        mode,
+        limit,
+        offset,
+        seekValue,
+        seekId,
+      }),
+    );
 });
 
-const countOrders = prepareVariants(
-  3,
-  (filters: string) => (db, status: OrderStatus, customerId: number, visibleTo: number) =>
-    filtered(db, filters, status, customerId, visibleTo).select((eb) => eb.fn.countAll<number>().as('count')),
-);
+/**
+ * The total under the filters: all orders and each status's come from the counters the
+ * triggers keep (migration 0008); one customer's are counted through its index.
+ */
+const countOrders = prepareVariants(3, (filters: string) => {
+  if (filters === '--a') return (db) => compilable<{ count: number }>(db, countOf('orders'));
+  if (filters === 's-a')
+    return (db, status: OrderStatus) => compilable<{ count: number }>(db, countOf(sql`'orders:' || ${status}`));
+  return (db, status: OrderStatus, customerId: number, visibleTo: number) =>
+    compilable<{ count: number }>(
+      db,
+      sql`select count(*) as count from orders where ${filterCondition(filters, status, customerId, visibleTo) ?? sql`true`}`,
+    );
+});
 
 /** A page and the total under the same filters, sent together (pipelined on PostgreSQL). */
-export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderRow[]; total: number }> {
-  const filters = filterKey(p);
-  const values = [
+export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderListRow[]; total: number }> {
+  const [rows, [counted]] = await Promise.all([selectOrderPage(...pageArgs(db, p)), countOrders(...countArgs(db, p))]);
+  if (p.seek?.after === false) rows.reverse();
+  return { rows, total: counted?.count ?? 0 };
+}
+
+/** The statements listOrders sends (test/list-plans.test.ts explains them). */
+export function orderListStatements(db: Db, p: OrderListParams): { page: Statement; count: Statement } {
+  return { page: selectOrderPage.statement(...pageArgs(db, p)), count: countOrders.statement(...countArgs(db, p)) };
+}
+
+/** The filters' values, in the prepared queries' order (unused ones are never bound). */
+function filterValues(p: Filters) {
+  return [
     p.status ?? 'PENDING',
     p.customerId ?? -1,
     p.visibility === 'all' ? -1 : (p.visibility.customerId ?? -1),
   ] as const;
-  const [rows, [counted]] = await Promise.all([
-    selectOrderPage(`${filters},${p.sort},${p.direction}`, db, ...values, p.limit, p.offset),
-    countOrders(filters, db, ...values),
-  ]);
-  return { rows, total: counted?.count ?? 0 };
+}
+
+function pageArgs(db: Db, p: OrderListParams) {
+  const key = `${filterKey(p)},${p.sort},${p.direction},${pageMode(p.seek)}`;
+  return [key, db, ...filterValues(p), p.limit, p.offset, p.seek?.value, p.seek?.id] as const;
+}
+
+function countArgs(db: Db, p: OrderListParams) {
+  return [filterKey(p), db, ...filterValues(p)] as const;
 }

@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ifMatchOf, versioned } from '../http/etag.js';
-import { paged } from '../http/pagination.js';
+import { listCursors, paged } from '../http/pagination.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import type { OrderAction } from './order-status.js';
 import {
@@ -30,8 +30,15 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         querystring: OrderListQuerySchema,
         response: { 200: OrderPageSchema, ...problemResponses(400, 401, 403) },
       },
-      handler: async (request, reply) =>
-        paged(request, reply, await orders.listOrders(request.db, request.principal, request.query)),
+      handler: async (request, reply) => {
+        const cursors = await listCursors(request, 'orders');
+        return paged(
+          request,
+          reply,
+          await orders.listOrders(request.db, request.principal, request.query, cursors.seek),
+          cursors,
+        );
+      },
     });
 
     app.get('/:id', {

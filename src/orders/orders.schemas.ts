@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Id, Instant, NotBlank, Nullable, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
+import { Id, Instant, NotBlank, Nullable, CursorParam, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
 import { ORDER_STATUSES, type OrderStatus } from './order-status.js';
 
 export const OrderStatusSchema = Type.Unsafe<OrderStatus>({
@@ -102,6 +102,7 @@ export const OrderListQuerySchema = Type.Object({
     description: '<field>,<direction>; ties are broken by id',
   }),
   ...PageParams,
+  cursor: CursorParam(),
 });
 export type OrderListQuery = Static<typeof OrderListQuerySchema>;
 

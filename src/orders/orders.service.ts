@@ -2,7 +2,7 @@
 // every action runs through the state machine on a locked row, and moves stock as it says.
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { pageWindow, parseSort, type PageOf } from '../page.js';
+import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
 import { findStock, moveStock, reserveStock } from '../products/index.js';
@@ -157,7 +157,12 @@ export async function getOrderItems(db: Db, caller: Principal, id: number): Prom
   return items.map(toOrderItem);
 }
 
-export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): Promise<PageOf<OrderSummary>> {
+export async function listOrders(
+  db: Db,
+  caller: Principal,
+  q: OrderListQuery,
+  seek?: Seek,
+): Promise<PageOf<OrderSummary>> {
   const { size, offset } = pageWindow(q.page, q.size);
   const { rows, total } = await repo.listOrders(db, {
     ...(q.status !== undefined ? { status: q.status as OrderStatus } : {}),
@@ -166,8 +171,10 @@ export async function listOrders(db: Db, caller: Principal, q: OrderListQuery): 
     ...parseSort(q.sort, ORDER_SORT_FIELDS, 'desc'),
     offset,
     limit: size,
+    seek,
   });
-  return { content: rows.map(toOrderSummary), total, page: q.page, size };
+  const edges = edgesOf(rows);
+  return { content: rows.map(toOrderSummary), total, page: q.page, size, ...(edges && { edges }) };
 }
 
 /** If-Match on a locked order: a version it does not name is 412, before any other rule. */

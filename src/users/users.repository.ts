@@ -2,7 +2,10 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { prepare, prepareVariants } from '../db/prepared.js';
+import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { countOf } from '../db/row-counts.js';
+import { pageMode, pageQuery, type PageMode } from '../db/keyset.js';
+import type { Seek, SortDirection } from '../page.js';
 import { versionMatches } from '../db/versions.js';
 import type { IfMatch } from '../preconditions.js';
 import { Conflict } from '../errors.js';
@@ -93,33 +96,54 @@ export interface UserListParams {
   offset: number;
   limit: number;
   sort: UserSort;
-  direction: 'asc' | 'desc';
+  direction: SortDirection;
+  seek?: Seek | undefined;
 }
 
+export type UserListRow = PublicUserRow & { sort_key: string };
+
 /**
- * One page and the total, as two statements sent together: postgres.js pipelines them, so
- * it costs one round trip. (A count(*) over () window would force PostgreSQL to read and
- * sort every row instead of walking the sort's index for one page.)
+ * One page and the total, as two statements sent together: postgres.js pipelines them, so it
+ * costs one round trip. The page comes from the sort's index (db/keyset.ts); the total from the
+ * counters the triggers keep (migration 0008), never from count(*).
  */
-export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: PublicUserRow[]; total: number }> {
-  const [rows, [counted]] = await Promise.all([
-    selectUserPage(`${p.sort},${p.direction}`, db, p.limit, p.offset),
-    countUsers(db),
-  ]);
+export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: UserListRow[]; total: number }> {
+  const [rows, [counted]] = await Promise.all([selectUserPage(...pageArgs(db, p)), countUsers(db)]);
+  if (p.seek?.after === false) rows.reverse();
   return { rows, total: counted?.count ?? 0 };
 }
 
-const selectUserPage = prepareVariants(2, (key: `${UserSort},${'asc' | 'desc'}`) => {
-  const [sort, direction] = key.split(',') as [UserSort, 'asc' | 'desc'];
-  const column = SORT_COLUMNS[sort];
-  return (db, limit: number, offset: number) => {
-    let query = db.selectFrom('users').select(PUBLIC_COLUMNS).orderBy(column, direction);
-    if (column !== 'id') query = query.orderBy('id', 'asc');
-    return query.limit(limit).offset(offset);
-  };
+/** The statement listUsers sends for the page (test/list-plans.test.ts explains it). */
+export function userPageStatement(db: Db, p: UserListParams): Statement {
+  return selectUserPage.statement(...pageArgs(db, p));
+}
+
+function pageArgs(db: Db, p: UserListParams) {
+  return [`${p.sort},${p.direction},${pageMode(p.seek)}`, db, p.limit, p.offset, p.seek?.value, p.seek?.id] as const;
+}
+
+const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${PageMode}`) => {
+  const [sort, direction, mode] = key.split(',') as [UserSort, SortDirection, PageMode];
+  // Ties are broken by id ascending in both directions (DESIGN §3).
+  const order = { column: SORT_COLUMNS[sort], direction, idDirection: 'asc' } as const;
+  return (db, limit: number, offset: number, seekValue: string | undefined, seekId: number | undefined) =>
+    compilable<UserListRow>(
+      db,
+      pageQuery({
+        table: 'users',
+        columns: PUBLIC_COLUMNS,
+        filters: undefined,
+        order,
+        mode,
+        limit,
+        offset,
+        seekValue,
+        seekId,
+      }),
+    );
 });
 
-const countUsers = prepare(0, (db) => db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')));
+const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')));
 
 export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
   await db

@@ -4,7 +4,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from 'typebox';
 import { etagFor, ifMatchOf, versioned } from '../http/etag.js';
-import { paged } from '../http/pagination.js';
+import { listCursors, paged } from '../http/pagination.js';
 import type { ProblemForm } from '../http/problems/to-problem.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
@@ -47,8 +47,15 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         querystring: UserListQuerySchema,
         response: { 200: schemas.page, ...problemResponses(400, 401, 403) },
       },
-      handler: async (request, reply) =>
-        paged(request, reply, await users.listUsers(request.db, request.principal, request.query)),
+      handler: async (request, reply) => {
+        const cursors = await listCursors(request, 'users');
+        return paged(
+          request,
+          reply,
+          await users.listUsers(request.db, request.principal, request.query, cursors.seek),
+          cursors,
+        );
+      },
     });
 
     app.get('/:id', {

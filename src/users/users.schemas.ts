@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Id, NotBlank, NotBlankEmail, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
+import { Id, NotBlank, NotBlankEmail, CursorParam, Page, PageParams, PostalCode, Text } from '../http/schemas.js';
 
 const NAME_MAX = 100;
 const EMAIL_MAX = 320;
@@ -58,6 +58,7 @@ export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 export const UserListQuerySchema = Type.Object({
   ...PageParams,
+  cursor: CursorParam(),
   sort: Type.String({
     default: 'id',
     maxLength: 20,

@@ -2,7 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
-import { pageWindow, parseSort, type PageOf } from '../page.js';
+import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
 import { hashPassword, verifyPassword } from './passwords.js';
@@ -94,15 +94,17 @@ export interface UserListRequest {
 }
 
 /** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
-export async function listUsers(db: Db, caller: Principal, q: UserListRequest): Promise<PageOf<User>> {
+export async function listUsers(db: Db, caller: Principal, q: UserListRequest, seek?: Seek): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
   const { size, offset } = pageWindow(q.page, q.size);
   const { rows, total } = await repo.listUsers(db, {
     offset,
     limit: size,
     ...parseSort(q.sort, USER_SORT_FIELDS, 'asc'),
+    seek,
   });
-  return { content: rows.map(toUser), total, page: q.page, size };
+  const edges = edgesOf(rows);
+  return { content: rows.map(toUser), total, page: q.page, size, ...(edges && { edges }) };
 }
 
 /** What a create carries: a v1 create sends no age or address. */

@@ -1960,6 +1960,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
                 /** @description field[,asc|desc]; ties are broken by id */
                 sort?: string;
             };
@@ -2381,6 +2383,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
             };
             header?: never;
             path?: never;
@@ -2886,6 +2890,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
                 /** @description field[,asc|desc]; ties are broken by id */
                 sort?: string;
             };
@@ -3307,6 +3313,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
             };
             header?: never;
             path?: never;
@@ -3812,6 +3820,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
                 /** @description field[,asc|desc]; ties are broken by id */
                 sort?: string;
             };
@@ -4255,6 +4265,8 @@ export interface operations {
                 page?: number;
                 /** @description page size; values above 100 are treated as 100 */
                 size?: number;
+                /** @description Opaque; set by the `prev` and `next` links. With it the page is found by seeking from the row next to it (fast at any depth; no row skipped or repeated while rows are added or removed). Bound to the list, its sort and filters, page and size: any other use is a 400. */
+                cursor?: string;
             };
             header?: {
                 /** @description The API version to use (1 or 2); an unknown one is 400 */

@@ -6,6 +6,7 @@ import * as m0004 from './0004_orders.js';
 import * as m0005 from './0005_user_profile.js';
 import * as m0006 from './0006_versions.js';
 import * as m0007 from './0007_idempotency_keys.js';
+import * as m0008 from './0008_lists_at_scale.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -16,4 +17,5 @@ export const migrations: Record<string, Migration> = {
   '0005_user_profile': m0005,
   '0006_versions': m0006,
   '0007_idempotency_keys': m0007,
+  '0008_lists_at_scale': m0008,
 };

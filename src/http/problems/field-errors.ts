@@ -9,6 +9,20 @@ export interface FieldError {
   rejected: string | null;
 }
 
+/**
+ * Field errors found after the schema passed (a value the database cannot store, a cursor that
+ * does not verify): a 400 in the route's validation form, like a schema's own.
+ */
+export class InvalidFields extends Error {
+  readonly statusCode = 400;
+  constructor(
+    readonly fieldErrors: FieldError[],
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The pattern that marks a string "not blank"; see NotBlank() in http/schemas.ts. */
 export const NOT_BLANK_PATTERN = '\\S';
 

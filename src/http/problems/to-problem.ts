@@ -4,10 +4,10 @@
 // never become domain errors are mapped here.
 import type { ErrorObject } from 'ajv';
 import { DomainError, RequestTimedOut } from '../../errors.js';
-import { MAX_BODY_DEPTH, UnstorableInput } from '../body-guard.js';
+import { MAX_BODY_DEPTH } from '../body-guard.js';
 import { isDataException, isDatabaseTimeout } from '../../db/pg-errors.js';
 import { errorEntry } from './error-registry.js';
-import { toFieldErrors } from './field-errors.js';
+import { InvalidFields, toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 import { ERRORS_MAX } from '../schemas.js';
 
@@ -55,7 +55,7 @@ const FRAMEWORK_DETAILS: Record<string, string> = {
 
 export function toProblem(error: unknown, ctx: ProblemContext): Problem {
   if (error instanceof DomainError) return fromDomainError(error, ctx);
-  if (error instanceof UnstorableInput) return validationProblem(error.fieldErrors, ctx);
+  if (error instanceof InvalidFields) return validationProblem(error.fieldErrors, ctx);
   if (isDataException(error)) return plain(400, 'The request carries a value the database cannot store.', ctx);
   if (isDatabaseTimeout(error)) return fromDomainError(new RequestTimedOut({ cause: error }), ctx);
 
