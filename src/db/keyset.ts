@@ -11,6 +11,12 @@ import type { Seek, SortDirection } from '../page.js';
 /** A list's order: its sort column, then id (the tie-breaker) in its own direction. */
 export interface ListOrder {
   column: string;
+  /**
+   * The column's SQL type. A cursor's value is bound as text and cast in SQL: a driver that
+   * learns the parameter is a timestamptz would serialize it through a JS Date, dropping the
+   * microseconds, and the seek would land on the cursor's own row again.
+   */
+  type: 'bigint' | 'text' | 'timestamptz' | 'numeric';
   direction: SortDirection;
   /** Ignored when column is id. */
   idDirection: SortDirection;
@@ -41,6 +47,7 @@ function orderBy(order: ListOrder, alias: string, reversed: boolean): RawBuilder
 function seekCondition(order: ListOrder, after: boolean, value: unknown, id: unknown): RawBuilder<unknown> {
   const op = (d: SortDirection) => sql.raw((d === 'asc') === after ? '>' : '<');
   const col = sql.ref(order.column);
+  value = sql`cast(cast(${value} as text) as ${sql.raw(order.type)})`;
   if (order.column === 'id') return sql`id ${op(order.direction)} ${id}`;
   if (order.direction === order.idDirection) {
     return sql`(${col}, id) ${op(order.direction)} (${value}, ${id})`;

@@ -18,6 +18,7 @@ const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status
   keyof OrdersTable
 >;
 export type OrderSort = keyof typeof SORT_COLUMNS;
+const COLUMN_TYPES = { id: 'bigint', created_at: 'timestamptz', total: 'numeric', status: 'text' } as const;
 
 const selectOrder = prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id));
 const selectCustomerOrder = prepare(2, (db, id: number, customerId: number) =>
@@ -126,7 +127,8 @@ const ORDER_COLUMNS = [
 const selectOrderPage = prepareVariants(7, (key: string) => {
   const [filters, sort, direction, mode] = key.split(',') as [string, OrderSort, SortDirection, PageMode];
   // Ties are broken by id in the sort's direction (DESIGN §5).
-  const order = { column: SORT_COLUMNS[sort], direction, idDirection: direction };
+  const column = SORT_COLUMNS[sort];
+  const order = { column, type: COLUMN_TYPES[column], direction, idDirection: direction };
   return (
     db,
     status: OrderStatus,

@@ -30,6 +30,7 @@ const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'creat
   keyof UserRow
 >;
 export type UserSort = keyof typeof SORT_COLUMNS;
+const COLUMN_TYPES = { id: 'bigint', name: 'text', email: 'text', created_at: 'timestamptz' } as const;
 
 function translate(error: unknown): never {
   if (isUniqueViolation(error, 'users_email_key'))
@@ -125,7 +126,8 @@ function pageArgs(db: Db, p: UserListParams) {
 const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${PageMode}`) => {
   const [sort, direction, mode] = key.split(',') as [UserSort, SortDirection, PageMode];
   // Ties are broken by id ascending in both directions (DESIGN §3).
-  const order = { column: SORT_COLUMNS[sort], direction, idDirection: 'asc' } as const;
+  const column = SORT_COLUMNS[sort];
+  const order = { column, type: COLUMN_TYPES[column], direction, idDirection: 'asc' } as const;
   return (db, limit: number, offset: number, seekValue: string | undefined, seekId: number | undefined) =>
     compilable<UserListRow>(
       db,
