@@ -658,6 +658,9 @@ async function scale(): Promise<void> {
     }
   }
   cases.push(['orders ?status=PENDING page 5,000', '/api/v1/orders?status=PENDING&page=5000', 100]);
+  const last = SCALE_ROWS / 20 - 1;
+  cases.push([`users, last page (${f0(last)}), sort=name,asc`, `/api/v1/users?page=${last}&sort=name,asc`, 10]);
+  cases.push([`orders, last page (${f0(last)}), default sort`, `/api/v1/orders?page=${last}`, 10]);
   const rows = [['request', 'p50 ms', 'p95 ms', 'target p50', 'met']];
   let missed = 0;
   const record = (name: string, r: { p50: number; p95: number }, target: number) => {

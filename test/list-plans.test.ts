@@ -6,6 +6,7 @@
 // do: a plan that still sorts has no index for that order.
 import { CompiledQuery, sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { PageMode } from '../src/db/keyset.js';
 import type { Statement } from '../src/db/prepared.js';
 import { orderListStatements, type OrderListParams } from '../src/orders/orders.repository.js';
 import { userPageStatement, type UserListParams } from '../src/users/users.repository.js';
@@ -72,10 +73,11 @@ function expectIndexedPage(plan: PlanNode, only: boolean, filters: string[] = []
   for (const column of filters) expect(scan?.['Index Cond'], JSON.stringify(plan)).toContain(column);
 }
 
-const SEEKS: [string, Seek | undefined][] = [
-  ['by page number', undefined],
-  ['after a cursor', { after: true, value: '', id: 200 }],
-  ['before a cursor', { after: false, value: '', id: 200 }],
+const SEEKS: [string, Seek | undefined, PageMode][] = [
+  ['by page number', undefined, 'offset'],
+  ['by page number from the end', undefined, 'offset-from-end'],
+  ['after a cursor', { after: true, value: '', id: 200 }, 'after'],
+  ['before a cursor', { after: false, value: '', id: 200 }, 'before'],
 ];
 
 /** A real sort value for the seek: the text the service puts in a cursor. */
@@ -95,16 +97,14 @@ const ORDER_VALUES: Record<OrderListParams['sort'], string> = {
 describe('users', () => {
   for (const sort of ['id', 'name', 'email', 'createdAt'] as const) {
     for (const direction of ['asc', 'desc'] as const) {
-      for (const [how, seek] of SEEKS) {
+      for (const [how, seek, mode] of SEEKS) {
         it(`sort=${sort},${direction} ${how}`, async () => {
           const plan = await explain(
-            userPageStatement(app.db, {
-              sort,
-              direction,
-              limit: 20,
-              offset: 200,
-              seek: seek && { ...seek, value: USER_VALUES[sort] },
-            }),
+            userPageStatement(
+              app.db,
+              { sort, direction, limit: 20, offset: 200, seek: seek && { ...seek, value: USER_VALUES[sort] } },
+              mode,
+            ),
           );
           expectIndexedPage(plan, seek === undefined);
         });
@@ -125,16 +125,20 @@ describe('orders', () => {
   for (const [filterName, filters] of FILTERS) {
     for (const sort of ['id', 'createdAt', 'total', 'status'] as const) {
       for (const direction of ['asc', 'desc'] as const) {
-        for (const [how, seek] of SEEKS) {
+        for (const [how, seek, mode] of SEEKS) {
           it(`${filterName}, sort=${sort},${direction} ${how}`, async () => {
-            const { page } = orderListStatements(app.db, {
-              ...filters,
-              sort,
-              direction,
-              limit: 20,
-              offset: 10,
-              seek: seek && { ...seek, value: ORDER_VALUES[sort] },
-            });
+            const { page } = orderListStatements(
+              app.db,
+              {
+                ...filters,
+                sort,
+                direction,
+                limit: 20,
+                offset: 10,
+                seek: seek && { ...seek, value: ORDER_VALUES[sort] },
+              },
+              mode,
+            );
             const filtered = [
               ...(filters.status !== undefined ? ['status ='] : []),
               ...(filters.customerId !== undefined || filters.visibility !== 'all' ? ['customer_id ='] : []),

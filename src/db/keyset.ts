@@ -22,8 +22,15 @@ export interface ListOrder {
   idDirection: SortDirection;
 }
 
-/** How a page is found: by its number (offset), or after or before a cursor's row. */
-export type PageMode = 'offset' | 'after' | 'before';
+/**
+ * How a page is found: by its number (offset), by its number counted from the list's end
+ * (the deep half of a list: the same index read backwards, so the last page costs what the first
+ * does), or after or before a cursor's row.
+ */
+export type PageMode = 'offset' | 'offset-from-end' | 'after' | 'before';
+
+/** From this offset on, a page in the second half of its list is counted from the end. */
+export const FROM_THE_END_AFTER = 10_000;
 
 export function pageMode(seek: Seek | undefined): PageMode {
   return seek === undefined ? 'offset' : seek.after ? 'after' : 'before';
@@ -61,7 +68,8 @@ function seekCondition(order: ListOrder, after: boolean, value: unknown, id: unk
  * the table and the sort value as text (`sort_key`).
  *
  * - offset: the page's ids (and sort values) from an index-only scan over the sort's index,
- *   limit and offset applied there, then those rows by primary key;
+ *   limit and offset applied there, then those rows by primary key; offset-from-end: the same
+ *   in reverse (the caller reverses the rows);
  * - after/before: the rows past the cursor's row, by a seek on the same index; `before` reads
  *   backwards, so the caller reverses the rows.
  */
@@ -80,17 +88,44 @@ export function pageQuery(args: {
   const t = sql.table(table);
   const selected = sql.join(args.columns.map((c) => sql.ref(`r.${c}`)));
   const sortKey = sql`${sql.ref(`r.${order.column}`)}::text as sort_key`;
-  if (mode === 'offset') {
+  if (mode === 'offset' || mode === 'offset-from-end') {
+    const reversed = mode === 'offset-from-end';
     const keyColumns = order.column === 'id' ? sql`id` : sql`id, ${sql.ref(order.column)}`;
     const where = args.filters === undefined ? sql`` : sql`where ${args.filters}`;
     return sql`select ${selected}, ${sortKey}
-      from (select ${keyColumns} from ${t} ${where} order by ${orderBy(order, table, false)}
+      from (select ${keyColumns} from ${t} ${where} order by ${orderBy(order, table, reversed)}
             limit ${args.limit} offset ${args.offset}) k
       join ${t} r on r.id = k.id
-      order by ${orderBy(order, 'k', false)}`;
+      order by ${orderBy(order, 'k', reversed)}`;
   }
   const seek = seekCondition(order, mode === 'after', args.seekValue, args.seekId);
   const where = args.filters === undefined ? seek : sql`${args.filters} and ${seek}`;
   return sql`select ${selected}, ${sortKey} from ${t} r
     where ${where} order by ${orderBy(order, 'r', mode === 'before')} limit ${args.limit}`;
+}
+
+/**
+ * A page and the list's total, however the page is asked for. Near the start, and by cursor,
+ * the page and the total are sent together (pipelined). A deep page by number needs the total
+ * first: in the list's second half it is read from the end, `after` rows from the end.
+ */
+export async function pageAndTotal<R>(
+  p: { offset: number; limit: number; seek?: Seek | undefined },
+  count: () => Promise<number>,
+  page: (mode: PageMode, limit: number, offset: number) => Promise<R[]>,
+): Promise<{ rows: R[]; total: number }> {
+  const mode = pageMode(p.seek);
+  if (mode === 'offset' && p.offset >= FROM_THE_END_AFTER) {
+    const total = await count();
+    if (p.offset >= total) return { rows: [], total };
+    const after = total - p.offset - p.limit;
+    if (after < p.offset) {
+      const rows = await page('offset-from-end', Math.min(p.limit, total - p.offset), Math.max(after, 0));
+      return { rows: rows.reverse(), total };
+    }
+    return { rows: await page('offset', p.limit, p.offset), total };
+  }
+  const [rows, total] = await Promise.all([page(mode, p.limit, p.offset), count()]);
+  if (mode === 'before') rows.reverse();
+  return { rows, total };
 }

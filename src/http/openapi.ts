@@ -141,6 +141,34 @@ export function addRetryAndPreconditionDocs(document: Document): void {
 }
 
 /**
+ * spec 2.4 and docs/lists.md: every page answer carries X-Total-Count and Link; the route
+ * schemas describe only the body. A page's schema is titled `…Page` (http/schemas.ts Page()).
+ */
+export function addPageHeaders(document: Document): void {
+  for (const methods of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(methods)) {
+      const ok = operation.responses?.['200'];
+      const title = (ok?.content?.['application/json']?.schema as { title?: string } | undefined)?.title;
+      if (ok === undefined || title === undefined || !/Page(V\d+)?$/.test(title)) continue;
+      const cursors = (operation.parameters ?? []).some((p) => 'name' in p && p.name === 'cursor');
+      ok.headers = {
+        ...ok.headers,
+        'X-Total-Count': {
+          description: 'The number of elements in the whole list under the filters (exact), as totalElements',
+          schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+        },
+        Link: {
+          description:
+            'RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters' +
+            (cursors ? '; prev and next carry a `cursor`: follow them to page by keyset seek at any depth' : ''),
+          schema: { type: 'string', maxLength: 16384 },
+        },
+      };
+    }
+  }
+}
+
+/**
  * spec 9.2: each versioned success response is also available as its vendor media type,
  * application/vnd.<vendor>.v<N>+json; the document says so next to application/json.
  */
@@ -237,6 +265,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
     transformObject: (documentObject) => {
       if (!('openapiObject' in documentObject)) return documentObject.swaggerObject; // not used: OpenAPI 3.1 only
       const document = documentObject.openapiObject as Document;
+      addPageHeaders(document);
       addVendorMediaTypes(document, app.config.apiVendor);
       addRetryAndPreconditionDocs(document);
       // Answers every operation can give first, so that the rate-limit fields reach them too.

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
 import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
-import { pageMode, pageQuery, type PageMode } from '../db/keyset.js';
+import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
 import type { OrderStatus } from './order-status.js';
@@ -170,16 +170,25 @@ const countOrders = prepareVariants(3, (filters: string) => {
     );
 });
 
-/** A page and the total under the same filters, sent together (pipelined on PostgreSQL). */
+/** A page and the total under the same filters (db/keyset.ts pageAndTotal). */
 export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderListRow[]; total: number }> {
-  const [rows, [counted]] = await Promise.all([selectOrderPage(...pageArgs(db, p)), countOrders(...countArgs(db, p))]);
-  if (p.seek?.after === false) rows.reverse();
-  return { rows, total: counted?.count ?? 0 };
+  return pageAndTotal(
+    p,
+    async () => (await countOrders(...countArgs(db, p)))[0]?.count ?? 0,
+    (mode, limit, offset) => selectOrderPage(...pageArgs(db, p, mode, limit, offset)),
+  );
 }
 
 /** The statements listOrders sends (test/list-plans.test.ts explains them). */
-export function orderListStatements(db: Db, p: OrderListParams): { page: Statement; count: Statement } {
-  return { page: selectOrderPage.statement(...pageArgs(db, p)), count: countOrders.statement(...countArgs(db, p)) };
+export function orderListStatements(
+  db: Db,
+  p: OrderListParams,
+  mode = pageMode(p.seek),
+): { page: Statement; count: Statement } {
+  return {
+    page: selectOrderPage.statement(...pageArgs(db, p, mode, p.limit, p.offset)),
+    count: countOrders.statement(...countArgs(db, p)),
+  };
 }
 
 /** The filters' values, in the prepared queries' order (unused ones are never bound). */
@@ -191,9 +200,9 @@ function filterValues(p: Filters) {
   ] as const;
 }
 
-function pageArgs(db: Db, p: OrderListParams) {
-  const key = `${filterKey(p)},${p.sort},${p.direction},${pageMode(p.seek)}`;
-  return [key, db, ...filterValues(p), p.limit, p.offset, p.seek?.value, p.seek?.id] as const;
+function pageArgs(db: Db, p: OrderListParams, mode: PageMode, limit: number, offset: number) {
+  const key = `${filterKey(p)},${p.sort},${p.direction},${mode}`;
+  return [key, db, ...filterValues(p), limit, offset, p.seek?.value, p.seek?.id] as const;
 }
 
 function countArgs(db: Db, p: OrderListParams) {

@@ -4,7 +4,7 @@ import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
 import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
 import { countOf } from '../db/row-counts.js';
-import { pageMode, pageQuery, type PageMode } from '../db/keyset.js';
+import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import type { Seek, SortDirection } from '../page.js';
 import { versionMatches } from '../db/versions.js';
 import type { IfMatch } from '../preconditions.js';
@@ -109,18 +109,20 @@ export type UserListRow = PublicUserRow & { sort_key: string };
  * counters the triggers keep (migration 0008), never from count(*).
  */
 export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: UserListRow[]; total: number }> {
-  const [rows, [counted]] = await Promise.all([selectUserPage(...pageArgs(db, p)), countUsers(db)]);
-  if (p.seek?.after === false) rows.reverse();
-  return { rows, total: counted?.count ?? 0 };
+  return pageAndTotal(
+    p,
+    async () => (await countUsers(db))[0]?.count ?? 0,
+    (mode, limit, offset) => selectUserPage(...pageArgs(db, p, mode, limit, offset)),
+  );
 }
 
 /** The statement listUsers sends for the page (test/list-plans.test.ts explains it). */
-export function userPageStatement(db: Db, p: UserListParams): Statement {
-  return selectUserPage.statement(...pageArgs(db, p));
+export function userPageStatement(db: Db, p: UserListParams, mode = pageMode(p.seek)): Statement {
+  return selectUserPage.statement(...pageArgs(db, p, mode, p.limit, p.offset));
 }
 
-function pageArgs(db: Db, p: UserListParams) {
-  return [`${p.sort},${p.direction},${pageMode(p.seek)}`, db, p.limit, p.offset, p.seek?.value, p.seek?.id] as const;
+function pageArgs(db: Db, p: UserListParams, mode: PageMode, limit: number, offset: number) {
+  return [`${p.sort},${p.direction},${mode}`, db, limit, offset, p.seek?.value, p.seek?.id] as const;
 }
 
 const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${PageMode}`) => {

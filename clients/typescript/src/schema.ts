@@ -1506,6 +1506,10 @@ export interface components {
         RateLimit: string;
         /** @description The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60` */
         "RateLimit-Policy": string;
+        /** @description The number of elements in the whole list under the filters (exact), as totalElements */
+        "X-Total-Count": number;
+        /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters */
+        Link: string;
         /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key */
         "Idempotent-Replayed": "true";
         /** @description The resource’s version, e.g. `"3"` */
@@ -1678,6 +1682,8 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    Link: components["headers"]["Link"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -1976,6 +1982,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -2397,6 +2406,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -2906,6 +2918,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -3327,6 +3342,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -3839,6 +3857,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -4282,6 +4303,9 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters; prev and next carry a `cursor`: follow them to page by keyset seek at any depth */
+                    Link?: string;
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
