@@ -3,6 +3,7 @@ import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
 import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
 import type { IdempotencyKeysTable } from './idempotency-keys.js';
+import type { EventsTable } from '../events/events.table.js';
 
 /** Every table the service owns, by its SQL name (snake_case; the API is camelCase). */
 export interface Database {
@@ -13,6 +14,7 @@ export interface Database {
   orders: OrdersTable;
   order_items: OrderItemsTable;
   idempotency_keys: IdempotencyKeysTable;
+  events: EventsTable;
 }
 
 /** A repository's first argument: the database, or the transaction it must run inside. */

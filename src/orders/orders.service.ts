@@ -20,6 +20,7 @@ import * as repo from './orders.repository.js';
 import type { Visibility } from './orders.repository.js';
 import {
   ORDER_SORT_FIELDS,
+  OrderDetailSchema,
   type OrderDetail,
   type OrderItem,
   type OrderListQuery,
@@ -28,6 +29,8 @@ import {
 } from './orders.schemas.js';
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 import { transact } from '../db/transact.js';
+import fastJson from 'fast-json-stringify';
+import { idOnly, recordEvent, type EventType } from '../events/index.js';
 
 /**
  * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
@@ -129,7 +132,9 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
       trx,
       items.map((i) => ({ ...i, order_id: order.id })),
     );
-    return toOrderDetail(order);
+    const detail = toOrderDetail(order);
+    await recordEvent(trx, { type: 'order.created', subject: `orders/${order.id}`, data: orderV1Json(detail) });
+    return detail;
   });
 }
 
@@ -182,6 +187,17 @@ function assertVersion(order: OrderRow, ifMatch: IfMatch | undefined): void {
   if (!matchesVersion(ifMatch, order.version)) throw new PreconditionFailed('Order', order.id, order.version);
 }
 
+/** The event each action writes (DESIGN §12). */
+const ACTION_EVENTS: Record<OrderAction, EventType> = {
+  confirm: 'order.confirmed',
+  ship: 'order.shipped',
+  deliver: 'order.delivered',
+  cancel: 'order.cancelled',
+};
+
+/** An event's data (DESIGN §12): the v1 representation, through the response schema. */
+const orderV1Json = fastJson(OrderDetailSchema);
+
 /**
  * Runs `action` on the locked order: the state machine decides the next status (or the 409),
  * and the stock moves as the transition says, in the same transaction. The row lock makes the
@@ -206,7 +222,9 @@ export async function applyAction(
       status: next,
       ...(action === 'cancel' ? { cancellation_reason: options.reason ?? null } : {}),
     });
-    return toOrderDetail(updated);
+    const detail = toOrderDetail(updated);
+    await recordEvent(trx, { type: ACTION_EVENTS[action], subject: `orders/${id}`, data: orderV1Json(detail) });
+    return detail;
   });
 }
 
@@ -229,7 +247,11 @@ export async function updateOrder(
       changes.shipping_street = input.shippingAddress?.street ?? null;
       changes.shipping_postal_code = input.shippingAddress?.postalCode ?? null;
     }
-    return toOrderDetail(await repo.updateOrder(trx, id, changes));
+    // Nothing to change: nothing written, no new version, no event.
+    if (Object.keys(changes).length === 0) return toOrderDetail(order);
+    const detail = toOrderDetail(await repo.updateOrder(trx, id, changes));
+    await recordEvent(trx, { type: 'order.updated', subject: `orders/${id}`, data: orderV1Json(detail) });
+    return detail;
   });
 }
 
@@ -244,5 +266,6 @@ export async function deleteOrder(db: Db, caller: Principal, id: number, ifMatch
     assertVersion(order, ifMatch);
     if (holdsReservation(order.status)) await moveStock(trx, await repo.findOrderLines(trx, id), 'release');
     await repo.deleteOrderById(trx, id);
+    await recordEvent(trx, { type: 'order.deleted', subject: `orders/${id}`, data: idOnly(id) });
   });
 }

@@ -5,10 +5,16 @@ import type { Db } from '../db/database.js';
 import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
+import fastJson from 'fast-json-stringify';
+import { transact } from '../db/transact.js';
+import { idOnly, recordEvent } from '../events/index.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
 import type { PublicUserRow } from './users.repository.js';
-import { USER_SORT_FIELDS, type PasswordChange } from './users.schemas.js';
+import { USER_SORT_FIELDS, UserV1Schema, type PasswordChange } from './users.schemas.js';
+
+/** An event's data (DESIGN §12): the v1 representation, through the v1 response schema. */
+const userV1Json = fastJson(UserV1Schema);
 
 const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
 
@@ -112,13 +118,19 @@ export type NewUser = UserFields & { name: string; email: string; password: stri
 
 export async function createUser(db: Db, caller: Principal, input: NewUser): Promise<User> {
   assertAdmin(caller, 'Creating a user');
-  const row = await repo.insertUser(db, {
-    ...toColumns(input),
-    name: input.name,
-    email: input.email,
-    password_hash: await hashPassword(input.password),
+  const passwordHash = await hashPassword(input.password); // before the transaction: ~50 ms of CPU
+  return transact(db, async (trx) => {
+    const user = toUser(
+      await repo.insertUser(trx, {
+        ...toColumns(input),
+        name: input.name,
+        email: input.email,
+        password_hash: passwordHash,
+      }),
+    );
+    await recordEvent(trx, { type: 'user.created', subject: `users/${user.id}`, data: userV1Json(user) });
+    return user;
   });
-  return toUser(row);
 }
 
 /**
@@ -140,11 +152,17 @@ export async function updateUser(
     if (!matchesVersion(ifMatch, user.version)) throw new PreconditionFailed('User', id, user.version);
     return user;
   }
-  const row = await repo.updateUser(db, id, changes, ifMatch);
-  if (row !== undefined) return toUser(row);
-  const current = await repo.findUserById(db, id);
-  if (current === undefined) throw new EntityNotFound('User', id);
-  throw new PreconditionFailed('User', id, current.version);
+  return transact(db, async (trx) => {
+    const row = await repo.updateUser(trx, id, changes, ifMatch);
+    if (row !== undefined) {
+      const user = toUser(row);
+      await recordEvent(trx, { type: 'user.updated', subject: `users/${id}`, data: userV1Json(user) });
+      return user;
+    }
+    const current = await repo.findUserById(trx, id);
+    if (current === undefined) throw new EntityNotFound('User', id);
+    throw new PreconditionFailed('User', id, current.version);
+  });
 }
 
 /**
@@ -153,10 +171,15 @@ export async function updateUser(
  */
 export async function deleteUser(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
   if (!canReachUser(caller, id)) return;
-  if (await repo.deleteUserById(db, id, ifMatch)) return;
-  // Not deleted: already gone (204 all the same), or at a version If-Match does not name.
-  const current = ifMatch === undefined ? undefined : await repo.findUserById(db, id);
-  if (current !== undefined) throw new PreconditionFailed('User', id, current.version);
+  await transact(db, async (trx) => {
+    if (await repo.deleteUserById(trx, id, ifMatch)) {
+      await recordEvent(trx, { type: 'user.deleted', subject: `users/${id}`, data: idOnly(id) });
+      return;
+    }
+    // Not deleted: already gone (204 all the same, no event), or at a version If-Match does not name.
+    const current = ifMatch === undefined ? undefined : await repo.findUserById(trx, id);
+    if (current !== undefined) throw new PreconditionFailed('User', id, current.version);
+  });
 }
 
 export async function changePassword(db: Db, caller: Principal, id: number, input: PasswordChange): Promise<void> {
@@ -165,8 +188,12 @@ export async function changePassword(db: Db, caller: Principal, id: number, inpu
   if (current === undefined) throw new EntityNotFound('User', id);
   if (!(await verifyPassword(current, input.currentPassword)))
     throw new BusinessRuleViolation('The current password is incorrect.');
-  const updated = await repo.updateUser(db, id, { password_hash: await hashPassword(input.newPassword) });
-  if (updated === undefined) throw new EntityNotFound('User', id);
+  const passwordHash = await hashPassword(input.newPassword);
+  await transact(db, async (trx) => {
+    const updated = await repo.updateUser(trx, id, { password_hash: passwordHash });
+    if (updated === undefined) throw new EntityNotFound('User', id);
+    await recordEvent(trx, { type: 'user.password_changed', subject: `users/${id}`, data: idOnly(id) });
+  });
 }
 
 /**

@@ -1,0 +1,15 @@
+import type { ColumnType, Generated } from 'kysely';
+import type { EventType } from './event-types.js';
+
+/** The outbox (migration 0009): one row per change, written in the change's transaction. */
+export interface EventsTable {
+  sequence: Generated<number>;
+  id: string;
+  type: EventType;
+  /** `users/<id>` or `orders/<id>`. */
+  subject: string;
+  time: ColumnType<Date, Date, never>;
+  /** The CloudEvent's `data`, as JSON text. */
+  data: string;
+  tx: ColumnType<string, never, never>;
+}

@@ -1,0 +1,45 @@
+// Events (DESIGN §12). What other resources use: recordEvent, inside the transaction of the
+// change it reports, so that the change and its event commit together or not at all.
+import { randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/database.js';
+import type { EventType } from './event-types.js';
+import { insertEvent, type EventRow } from './events.repository.js';
+
+export { EVENT_TYPES, type EventType } from './event-types.js';
+export type { EventRow } from './events.repository.js';
+
+export interface NewEvent {
+  type: EventType;
+  /** `users/<id>` or `orders/<id>`. */
+  subject: `users/${number}` | `orders/${number}`;
+  /** The CloudEvent's data as JSON text: the v1 representation after the change, or `{"id":…}`. */
+  data: string;
+}
+
+/** Writes the event in the transaction of the change it reports (a service's `transact`). */
+export function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
+  return insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
+}
+
+/** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */
+export function idOnly(id: number): string {
+  return `{"id":${String(id)}}`;
+}
+
+/**
+ * The CloudEvents 1.0 JSON document (structured mode) of a stored event. `source` is
+ * `<BASE_URL>/api/v1`: the deployment's, so it is added when the event is read.
+ */
+export function toCloudEvent(row: Pick<EventRow, 'id' | 'type' | 'subject' | 'time' | 'data'>, source: string): string {
+  const head = JSON.stringify({
+    specversion: '1.0',
+    id: row.id,
+    source,
+    type: row.type,
+    subject: row.subject,
+    time: row.time.toISOString(),
+    datacontenttype: 'application/json',
+  });
+  return `${head.slice(0, -1)},"data":${row.data}}`;
+}
