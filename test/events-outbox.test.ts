@@ -4,7 +4,7 @@
 // then), or {"id": …} for deletions and password changes; never a password or its hash.
 import { sql } from 'kysely';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { EVENT_TYPES, toCloudEvent } from '../src/events/index.js';
+import { EVENT_TYPES, toCloudEvent, type EventType } from '../src/events/index.js';
 import { aCustomer, asAdmin, createProduct, createUser, placeOrder } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 
@@ -14,7 +14,7 @@ const api = asAdmin(app);
 interface Stored {
   sequence: number;
   id: string;
-  type: string;
+  type: EventType;
   subject: string;
   time: Date;
   data: string;
