@@ -10,7 +10,7 @@
 //   folder's index.ts, its named entry point for other resources.
 import tseslint from 'typescript-eslint';
 
-const RESOURCES = ['users', 'orders', 'products'];
+const RESOURCES = ['users', 'orders', 'products', 'events'];
 
 const FASTIFY = {
   group: ['fastify', 'fastify-plugin', '@fastify/*'],

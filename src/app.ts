@@ -9,6 +9,7 @@ import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import idempotency from './http/idempotency.js';
+import eventRetention from './events/retention.js';
 import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
 import { clientErrorHandler, safePath } from './http/client-errors.js';
@@ -98,6 +99,7 @@ export async function buildApp({
   await app.register(contentNegotiation);
   await app.register(openapi);
   await app.register(idempotency);
+  await app.register(eventRetention);
   for (const observer of observers) await app.register(observer);
 
   // Resources.

@@ -73,6 +73,11 @@ export const EnvSchema = Type.Object({
     maximum: 8760,
     description: 'a number of hours above 0, at most 8760',
   }),
+  EVENT_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 3650,
+    description: 'a number of days above 0, at most 3650',
+  }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'a redis:// or rediss:// URL' })),
   REQUEST_TIMEOUT_MS: Millis(),
   HEADERS_TIMEOUT_MS: Millis(),
@@ -120,6 +125,8 @@ export interface Config {
   };
   /** DESIGN §10: how long an Idempotency-Key and its stored response are kept. */
   readonly idempotencyTtlHours: number;
+  /** DESIGN §12: events are kept this many days, then purged in the background. */
+  readonly eventRetentionDays: number;
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -177,6 +184,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     RATE_LIMIT_ANONYMOUS_PER_MINUTE: merged.RATE_LIMIT_ANONYMOUS_PER_MINUTE ?? '60',
     REDIS_URL: merged.REDIS_URL,
     IDEMPOTENCY_TTL_HOURS: merged.IDEMPOTENCY_TTL_HOURS ?? '24',
+    EVENT_RETENTION_DAYS: merged.EVENT_RETENTION_DAYS ?? '7',
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
@@ -259,6 +267,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
       redisUrl: e.REDIS_URL,
     },
     idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
+    eventRetentionDays: e.EVENT_RETENTION_DAYS,
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,

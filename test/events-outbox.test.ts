@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, toCloudEvent, type EventType } from '../src/events/index.js';
 import { aCustomer, asAdmin, createProduct, createUser, placeOrder } from './support/factories.js';
+import { purgeExpiredEvents } from '../src/events/retention.js';
 import { buildTestApp } from './support/test-app.js';
 
 const { app } = await buildTestApp();
@@ -210,5 +211,22 @@ describe('the CloudEvents envelope', () => {
       data: { id: user.id, name: user.name, email: user.email, createdAt: user.createdAt },
     });
     expect(EVENT_TYPES).toHaveLength(11);
+  });
+});
+
+describe('retention', () => {
+  it('purges events older than EVENT_RETENTION_DAYS (7) and keeps the rest', async () => {
+    await createUser(app);
+    await sql`insert into events (id, type, subject, time, data)
+      select gen_random_uuid(), 'user.deleted', 'users/' || g, now() - interval '8 days', '{"id":' || g || '}'
+        from generate_series(1, 25) g`.execute(app.db);
+    const count = async () =>
+      (await sql<{ n: number }>`select count(*)::int as n from events`.execute(app.db)).rows[0]!.n;
+    const before = await count();
+    expect(await purgeExpiredEvents(app)).toBe(25);
+    expect(await count()).toBe(before - 25);
+    // A later clock: now every event is past the retention.
+    expect(await purgeExpiredEvents(app, new Date(Date.now() + 8 * 86_400_000))).toBe(before - 25);
+    expect(await count()).toBe(0);
   });
 });
