@@ -10,6 +10,7 @@ import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import idempotency from './http/idempotency.js';
 import eventRetention from './events/retention.js';
+import { resolveWithDns, type ResolveHost } from './webhooks/address-guard.js';
 import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
 import { clientErrorHandler, safePath } from './http/client-errors.js';
@@ -31,6 +32,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
     db: Kysely<Database>;
+    /** A host's addresses, for the webhook URL checks (DESIGN §12). */
+    resolveHost: ResolveHost;
   }
 }
 
@@ -46,6 +49,8 @@ export interface BuildAppOptions {
    * route, so their hooks see every answer: the tests check each one against the OpenAPI document.
    */
   observers?: FastifyPluginAsync[];
+  /** How webhook hosts are resolved: DNS, unless a test answers without asking a server. */
+  resolveHost?: ResolveHost;
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
@@ -57,6 +62,7 @@ export async function buildApp({
   auth: authOptions = {},
   plugins = [],
   observers = [],
+  resolveHost = resolveWithDns,
 }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -84,6 +90,7 @@ export async function buildApp({
   app.setValidatorCompiler(createValidatorCompiler());
   app.decorate('config', config);
   app.decorate('db', db);
+  app.decorate('resolveHost', resolveHost);
 
   // Cross-cutting plugins, one file each, in the order their hooks run: CORS headers are set
   // before authentication can refuse, so that browsers can read every error.

@@ -78,6 +78,12 @@ export const EnvSchema = Type.Object({
     maximum: 3650,
     description: 'a number of days above 0, at most 3650',
   }),
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ description: 'true or false' }),
+  WEBHOOK_SECRET_OVERLAP_HOURS: Type.Number({
+    minimum: 0,
+    maximum: 720,
+    description: 'a number of hours from 0 to 720',
+  }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'a redis:// or rediss:// URL' })),
   REQUEST_TIMEOUT_MS: Millis(),
   HEADERS_TIMEOUT_MS: Millis(),
@@ -127,6 +133,8 @@ export interface Config {
   readonly idempotencyTtlHours: number;
   /** DESIGN §12: events are kept this many days, then purged in the background. */
   readonly eventRetentionDays: number;
+  /** DESIGN §12: webhook URLs may reach private networks; how long a rotated secret still signs. */
+  readonly webhooks: { readonly allowPrivateNetworks: boolean; readonly secretOverlapHours: number };
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -185,6 +193,9 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     REDIS_URL: merged.REDIS_URL,
     IDEMPOTENCY_TTL_HOURS: merged.IDEMPOTENCY_TTL_HOURS ?? '24',
     EVENT_RETENTION_DAYS: merged.EVENT_RETENTION_DAYS ?? '7',
+    // DESIGN §12: private networks are reachable by default only in development.
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: merged.WEBHOOK_ALLOW_PRIVATE_NETWORKS ?? String(nodeEnv === 'development'),
+    WEBHOOK_SECRET_OVERLAP_HOURS: merged.WEBHOOK_SECRET_OVERLAP_HOURS ?? '24',
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
@@ -197,6 +208,12 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
   if (!['true', 'false'].includes(String(raw.TRUST_PROXY)))
     fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
+  if (!['true', 'false'].includes(String(raw.WEBHOOK_ALLOW_PRIVATE_NETWORKS)))
+    fail(
+      'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+      EnvSchema.properties.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      raw.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    );
   for (const error of Value.Errors(EnvSchema, parsed)) {
     const name = error.instancePath.slice(1).split('/')[0] ?? '';
     fail(name, (EnvSchema.properties as Record<string, TSchema>)[name], raw[name]);
@@ -268,6 +285,10 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     },
     idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
+    webhooks: {
+      allowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      secretOverlapHours: e.WEBHOOK_SECRET_OVERLAP_HOURS,
+    },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,

@@ -17,7 +17,8 @@ export type DomainErrorCode =
   | 'TOO_MANY_REQUESTS'
   | 'INVALID_IDEMPOTENCY_KEY'
   | 'IDEMPOTENCY_KEY_IN_USE'
-  | 'IDEMPOTENCY_KEY_REUSED';
+  | 'IDEMPOTENCY_KEY_REUSED'
+  | 'INVALID_FIELD';
 
 export abstract class DomainError extends Error {
   abstract readonly code: DomainErrorCode;
@@ -27,7 +28,7 @@ export abstract class DomainError extends Error {
 export class EntityNotFound extends DomainError {
   readonly code = 'ENTITY_NOT_FOUND';
   constructor(
-    readonly entity: 'User' | 'Order' | 'Product',
+    readonly entity: 'User' | 'Order' | 'Product' | 'Webhook subscription',
     readonly id: number,
   ) {
     super(`${entity} ${id} not found`);
@@ -122,7 +123,7 @@ export class InvalidOrderState extends Conflict {
 export class PreconditionFailed extends DomainError {
   readonly code = 'PRECONDITION_FAILED';
   constructor(
-    entity: 'User' | 'Order' | 'Product',
+    entity: 'User' | 'Order' | 'Product' | 'Webhook subscription',
     id: number,
     readonly currentVersion: number,
   ) {
@@ -164,5 +165,19 @@ export class IdempotencyKeyReused extends DomainError {
   readonly code = 'IDEMPOTENCY_KEY_REUSED';
   constructor() {
     super('Idempotency-Key was already used for a different request.');
+  }
+}
+
+/**
+ * A field the schema accepted but a rule refuses (a webhook URL that reaches a private
+ * network): a 400 naming the field, like a schema's own validation error.
+ */
+export class InvalidField extends DomainError {
+  readonly code = 'INVALID_FIELD';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
   }
 }

@@ -4,6 +4,7 @@ import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
 import type { IdempotencyKeysTable } from './idempotency-keys.js';
 import type { EventsTable } from '../events/events.table.js';
+import type { WebhookSubscriptionsTable } from '../webhooks/webhooks.table.js';
 
 /** Every table the service owns, by its SQL name (snake_case; the API is camelCase). */
 export interface Database {
@@ -15,6 +16,7 @@ export interface Database {
   order_items: OrderItemsTable;
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
+  webhook_subscriptions: WebhookSubscriptionsTable;
 }
 
 /** A repository's first argument: the database, or the transaction it must run inside. */

@@ -196,6 +196,8 @@ const TAGS: Record<string, string> = {
   stock: 'Stock per product (spec 5): available and reserved units',
   users: 'Users at /api/users/**, in the version X-API-Version or Accept chooses (spec 9.2)',
   orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses (spec 9.2)',
+  webhooks:
+    'Webhook subscriptions (DESIGN §12, administrators): signed deliveries of user and order events, Standard Webhooks format',
   health: 'Liveness and readiness probes (no authentication, not rate limited)',
   problems: 'The pages that the typed problem documents’ `type` URIs point to (no authentication)',
 };
@@ -252,7 +254,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
               'the algorithm is fixed by the configured key (HS256 with JWT_SECRET, or the asymmetric algorithm of JWT_PUBLIC_KEY ' +
               'or the JWKS at JWT_JWKS_URL), never taken from the token, and `none` is refused; `exp` and `sub` are required, `iss` and `aud` ' +
               'are checked when configured. The `scope` claim lists the scopes (users:read, users:write, orders:read, ' +
-              'orders:write, products:read, products:write, admin); `sub` is the caller’s user id.',
+              'orders:write, products:read, products:write, webhooks:read, webhooks:write, admin); `sub` is the caller’s user id.',
           },
         },
       },

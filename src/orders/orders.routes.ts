@@ -1,10 +1,9 @@
 // The order routes v1 and v2 share (spec 4.2, DESIGN §5): everything but creation, whose
 // request differs by version. Each version's plugin sets its own problem form around them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { ifMatchOf, versioned } from '../http/etag.js';
 import { listCursors, paged } from '../http/pagination.js';
-import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
+import { EmptyBodySchema, IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import type { OrderAction } from './order-status.js';
 import {
   CancellationSchema,
@@ -105,7 +104,6 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
     });
 
     // Actions without a payload: an empty body, or none, is fine (DESIGN §5).
-    const EmptyBody = Type.Object({}, { description: 'No members are read; the body may be empty.' });
     const actions: [string, OrderAction, string][] = [
       ['confirmation', 'confirm', 'Confirm the order (PENDING → CONFIRMED)'],
       ['shipment', 'ship', 'Ship the order (CONFIRMED → SHIPPED; its units leave reserved stock)'],
@@ -118,7 +116,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
           tags,
           summary,
           params: IdParamSchema,
-          body: EmptyBody,
+          body: EmptyBodySchema,
           response: { 200: OrderDetailSchema, ...problemResponses(400, 401, 403, 404, 409, 412, 415) },
         },
         handler: async (request, reply) =>

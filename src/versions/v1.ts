@@ -2,10 +2,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import ordersV1 from '../orders/orders.v1.routes.js';
 import usersV1 from '../users/users.v1.routes.js';
+import webhookRoutes from '../webhooks/webhooks.routes.js';
 
 const v1: FastifyPluginAsync = async (app) => {
   await app.register(usersV1, { prefix: '/users' });
   await app.register(ordersV1, { prefix: '/orders' });
+  await app.register(webhookRoutes, { prefix: '/webhook-subscriptions' });
 };
 
 export default v1;

@@ -37,7 +37,8 @@ export async function bearer(claims: TokenClaims = {}): Promise<string> {
   return `Bearer ${await token(claims)}`;
 }
 
-export const ALL_SCOPES = 'users:read users:write orders:read orders:write products:read products:write';
+export const ALL_SCOPES =
+  'users:read users:write orders:read orders:write products:read products:write webhooks:read webhooks:write';
 
 /** An administrator with every scope: the caller for tests that are not about permissions. */
 export const ADMIN = await bearer({ sub: '999999999', scope: `admin ${ALL_SCOPES}` });

@@ -388,6 +388,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook-subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook subscriptions (newest first; admin)
+         * @description List webhook subscriptions (newest first; admin)
+         */
+        get: operations["getV1WebhookSubscriptions"];
+        put?: never;
+        /**
+         * Subscribe a URL to events (admin); the answer shows the signing secret, once
+         * @description Subscribe a URL to events (admin); the answer shows the signing secret, once
+         */
+        post: operations["postV1WebhookSubscriptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook-subscriptions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a webhook subscription (without its secret; admin)
+         * @description Get a webhook subscription (without its secret; admin)
+         */
+        get: operations["getV1WebhookSubscriptionsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a subscription (idempotent; admin)
+         * @description Delete a subscription (idempotent; admin)
+         */
+        delete: operations["deleteV1WebhookSubscriptionsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a subscription’s URL, events, description, or pause it (admin)
+         * @description Change a subscription’s URL, events, description, or pause it (admin)
+         */
+        patch: operations["patchV1WebhookSubscriptionsById"];
+        trace?: never;
+    };
+    "/api/v1/webhook-subscriptions/{id}/secret-rotation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing secret (admin): the old one keeps signing for WEBHOOK_SECRET_OVERLAP_HOURS
+         * @description Rotate the signing secret (admin): the old one keeps signing for WEBHOOK_SECRET_OVERLAP_HOURS
+         */
+        post: operations["postV1WebhookSubscriptionsByIdSecretRotation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/users": {
         parameters: {
             query?: never;
@@ -1219,6 +1291,136 @@ export interface components {
             quantity: number;
             unitPrice: number;
             lineTotal: number;
+        };
+        /**
+         * WebhookSubscription
+         * @description A subscription; its secret is shown only when it is created or rotated.
+         */
+        WebhookSubscription: {
+            /**
+             * Format: int64
+             * @description Numeric identifier
+             */
+            id: number;
+            /**
+             * Format: uri
+             * @description Where deliveries are POSTed: an absolute https: URL whose host is, and resolves to, public addresses only (http: and private networks only with WEBHOOK_ALLOW_PRIVATE_NETWORKS).
+             * @example https://hooks.example.com/resource-api
+             */
+            url: string;
+            /**
+             * @description Event types to receive: exact types, `user.*`, `order.*` or `*` for all.
+             * @example [
+             *       "order.shipped",
+             *       "order.delivered"
+             *     ]
+             */
+            events: ("user.created" | "user.updated" | "user.password_changed" | "user.deleted" | "order.created" | "order.updated" | "order.confirmed" | "order.shipped" | "order.delivered" | "order.cancelled" | "order.deleted" | "user.*" | "order.*" | "*")[];
+            description: string | null;
+            enabled: boolean;
+            /**
+             * Format: date-time
+             * @description ISO 8601 instant (UTC)
+             * @example 2026-11-21T22:34:23.123Z
+             */
+            createdAt: string;
+        };
+        /** WebhookSubscriptionPage */
+        WebhookSubscriptionPage: {
+            content: components["schemas"]["WebhookSubscription"][];
+            /** Format: int64 */
+            totalElements: number;
+            /** Format: int64 */
+            totalPages: number;
+            /**
+             * Format: int64
+             * @description zero-based index of this page
+             */
+            number: number;
+            /** Format: int32 */
+            size: number;
+            first: boolean;
+            last: boolean;
+        };
+        /**
+         * CreateWebhookSubscriptionRequest
+         * @description Unknown members are ignored.
+         */
+        CreateWebhookSubscriptionRequest: {
+            /**
+             * Format: uri
+             * @description Where deliveries are POSTed: an absolute https: URL whose host is, and resolves to, public addresses only (http: and private networks only with WEBHOOK_ALLOW_PRIVATE_NETWORKS).
+             * @example https://hooks.example.com/resource-api
+             */
+            url: string;
+            /**
+             * @description Event types to receive: exact types, `user.*`, `order.*` or `*` for all.
+             * @example [
+             *       "order.shipped",
+             *       "order.delivered"
+             *     ]
+             */
+            events: ("user.created" | "user.updated" | "user.password_changed" | "user.deleted" | "order.created" | "order.updated" | "order.confirmed" | "order.shipped" | "order.delivered" | "order.cancelled" | "order.deleted" | "user.*" | "order.*" | "*")[];
+            /** @example Shipping notifications for the warehouse */
+            description?: string;
+        };
+        /** WebhookSubscriptionWithSecret */
+        WebhookSubscriptionWithSecret: {
+            /**
+             * Format: int64
+             * @description Numeric identifier
+             */
+            id: number;
+            /**
+             * Format: uri
+             * @description Where deliveries are POSTed: an absolute https: URL whose host is, and resolves to, public addresses only (http: and private networks only with WEBHOOK_ALLOW_PRIVATE_NETWORKS).
+             * @example https://hooks.example.com/resource-api
+             */
+            url: string;
+            /**
+             * @description Event types to receive: exact types, `user.*`, `order.*` or `*` for all.
+             * @example [
+             *       "order.shipped",
+             *       "order.delivered"
+             *     ]
+             */
+            events: ("user.created" | "user.updated" | "user.password_changed" | "user.deleted" | "order.created" | "order.updated" | "order.confirmed" | "order.shipped" | "order.delivered" | "order.cancelled" | "order.deleted" | "user.*" | "order.*" | "*")[];
+            description: string | null;
+            enabled: boolean;
+            /**
+             * Format: date-time
+             * @description ISO 8601 instant (UTC)
+             * @example 2026-11-21T22:34:23.123Z
+             */
+            createdAt: string;
+            /**
+             * @description The signing secret (Standard Webhooks): whsec_ and the base64 of 32 random bytes. Shown only in this answer: keep it.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw2nzaxOZmzv8=
+             */
+            secret: string;
+        };
+        /**
+         * PatchWebhookSubscriptionRequest
+         * @description Merge patch: members left out stay; description null clears it.
+         */
+        PatchWebhookSubscriptionRequest: {
+            /**
+             * Format: uri
+             * @description Where deliveries are POSTed: an absolute https: URL whose host is, and resolves to, public addresses only (http: and private networks only with WEBHOOK_ALLOW_PRIVATE_NETWORKS).
+             * @example https://hooks.example.com/resource-api
+             */
+            url?: string;
+            /**
+             * @description Event types to receive: exact types, `user.*`, `order.*` or `*` for all.
+             * @example [
+             *       "order.shipped",
+             *       "order.delivered"
+             *     ]
+             */
+            events?: ("user.created" | "user.updated" | "user.password_changed" | "user.deleted" | "order.created" | "order.updated" | "order.confirmed" | "order.shipped" | "order.delivered" | "order.cancelled" | "order.deleted" | "user.*" | "order.*" | "*")[];
+            description?: string | null;
+            /** @description false pauses deliveries; true resumes them */
+            enabled?: boolean;
         };
         /** UserResponseV2 */
         UserResponseV2: {
@@ -2890,6 +3092,312 @@ export interface operations {
             403: components["responses"]["Problem403"];
             404: components["responses"]["Problem404"];
             406: components["responses"]["Problem406"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getV1WebhookSubscriptions: {
+        parameters: {
+            query?: {
+                /** @description zero-based page index */
+                page?: number;
+                /** @description page size; values above 100 are treated as 100 */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    Link: components["headers"]["Link"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscriptionPage"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscriptionPage"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            406: components["responses"]["Problem406"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    postV1WebhookSubscriptions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\`; keys are per caller.
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Unknown members are ignored. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/resource-api",
+                 *       "events": [
+                 *         "order.*"
+                 *       ],
+                 *       "description": "Order notifications for the warehouse"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhookSubscriptionRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            406: components["responses"]["Problem406"];
+            /** @description Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After) */
+            409: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    /** @description Seconds to wait when the key is in use */
+                    "Retry-After"?: number;
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            422: components["responses"]["Problem422"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getV1WebhookSubscriptionsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A subscription; its secret is shown only when it is created or rotated. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscription"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscription"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            406: components["responses"]["Problem406"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    deleteV1WebhookSubscriptionsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No content */
+            204: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            406: components["responses"]["Problem406"];
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    patchV1WebhookSubscriptionsById: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\`; keys are per caller.
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+            };
+            cookie?: never;
+        };
+        /** @description Merge patch: members left out stay; description null clears it. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PatchWebhookSubscriptionRequest"];
+            };
+        };
+        responses: {
+            /** @description A subscription; its secret is shown only when it is created or rotated. */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscription"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscription"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            406: components["responses"]["Problem406"];
+            /** @description Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After) */
+            409: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    /** @description Seconds to wait when the key is in use */
+                    "Retry-After"?: number;
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            422: components["responses"]["Problem422"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    postV1WebhookSubscriptionsByIdSecretRotation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\`; keys are per caller.
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+            };
+            cookie?: never;
+        };
+        /** @description No members are read; the body may be empty. */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            406: components["responses"]["Problem406"];
+            /** @description Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After) */
+            409: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    /** @description Seconds to wait when the key is in use */
+                    "Retry-After"?: number;
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            422: components["responses"]["Problem422"];
             429: components["responses"]["Problem429"];
             500: components["responses"]["Problem500"];
             503: components["responses"]["Problem503"];

@@ -8,6 +8,7 @@ import * as m0006 from './0006_versions.js';
 import * as m0007 from './0007_idempotency_keys.js';
 import * as m0008 from './0008_lists_at_scale.js';
 import * as m0009 from './0009_events.js';
+import * as m0010 from './0010_webhook_subscriptions.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '0007_idempotency_keys': m0007,
   '0008_lists_at_scale': m0008,
   '0009_events': m0009,
+  '0010_webhook_subscriptions': m0010,
 };

@@ -11,6 +11,7 @@ import type {
   Forbidden,
   IdempotencyKeyInUse,
   IdempotencyKeyReused,
+  InvalidField,
   InvalidIdempotencyKey,
   InvalidOrderState,
   OrderAlreadyCancelled,
@@ -60,6 +61,7 @@ type ErrorOf = {
   INVALID_IDEMPOTENCY_KEY: InvalidIdempotencyKey;
   IDEMPOTENCY_KEY_IN_USE: IdempotencyKeyInUse;
   IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReused;
+  INVALID_FIELD: InvalidField;
 };
 
 const retryLater = () => ({ 'retry-after': String(RETRY_AFTER_SECONDS) });
@@ -110,6 +112,19 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
   INVALID_IDEMPOTENCY_KEY: { type: 400 },
   IDEMPOTENCY_KEY_IN_USE: { type: 409, headers: () => ({ 'retry-after': '1' }) },
   IDEMPOTENCY_KEY_REUSED: { type: 422 },
+  // As a schema's validation error (to-problem.ts validationProblem), for one field.
+  INVALID_FIELD: {
+    type: 'validation-failed',
+    detail: () => 'Validation failed',
+    extensions: (e) => ({ fieldErrors: [{ field: e.field, message: e.message }] }),
+    forms: {
+      'users-v1': (e) => ({
+        title: 'Validation Error',
+        extensions: { errors: [{ field: e.field, message: e.message, rejected: null }] },
+      }),
+      'orders-v1': (e) => ({ title: 'Bad Request', extensions: { errors: [`${e.field}: ${e.message}`] } }),
+    },
+  },
   DATABASE_UNAVAILABLE: {
     type: 503,
     detail: () => 'The service cannot reach its database. Retry later.',

@@ -1,0 +1,60 @@
+// DESIGN §12, SSRF: a webhook may reach only public unicast addresses, unless
+// WEBHOOK_ALLOW_PRIVATE_NETWORKS is on. Addresses are classified by ipaddr.js, not by ranges
+// written here; an IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged as the IPv4 address
+// it is. Anything ipaddr.js does not call `unicast` (loopback, private, link-local with the
+// cloud metadata address, unique-local, unspecified, carrier-grade NAT, reserved, multicast,
+// 6to4, Teredo, NAT64…) is refused.
+import { lookup } from 'node:dns/promises';
+import ipaddr from 'ipaddr.js';
+
+/** A host's addresses; injectable so that tests never ask a DNS server. */
+export type ResolveHost = (host: string) => Promise<string[]>;
+
+export const resolveWithDns: ResolveHost = async (host) =>
+  (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+/** True for a public unicast address; false for every other, and for anything not an address. */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  let parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  }
+  return parsed.range() === 'unicast';
+}
+
+export interface UrlPolicy {
+  allowPrivateNetworks: boolean;
+  resolveHost: ResolveHost;
+}
+
+/**
+ * Why `url` may not receive webhooks, or undefined if it may: an absolute https: URL (http:
+ * too when private networks are allowed), without credentials, whose host is, or resolves
+ * only to, public addresses.
+ */
+export async function urlRefusal(url: string, policy: UrlPolicy): Promise<string | undefined> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  const schemes = policy.allowPrivateNetworks ? ['https:', 'http:'] : ['https:'];
+  if (!schemes.includes(parsed.protocol)) return `must be an ${schemes.map((s) => s.slice(0, -1)).join(' or ')} URL`;
+  if (parsed.username !== '' || parsed.password !== '') return 'must not carry credentials';
+  if (policy.allowPrivateNetworks) return undefined;
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+  let addresses: string[];
+  if (ipaddr.isValid(host)) addresses = [host];
+  else {
+    try {
+      addresses = await policy.resolveHost(host);
+    } catch {
+      return 'must name a host that resolves';
+    }
+  }
+  if (addresses.length === 0) return 'must name a host that resolves';
+  const refused = addresses.find((a) => !isPublicAddress(a));
+  return refused === undefined ? undefined : `must not reach a private, loopback or link-local address (${refused})`;
+}
