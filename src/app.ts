@@ -10,6 +10,7 @@ import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import idempotency from './http/idempotency.js';
 import eventRetention from './events/retention.js';
+import webhookDispatcher from './webhooks/dispatcher.js';
 import { resolveWithDns, type ResolveHost } from './webhooks/address-guard.js';
 import metrics from './http/metrics.js';
 import openapi from './http/openapi.js';
@@ -107,6 +108,7 @@ export async function buildApp({
   await app.register(openapi);
   await app.register(idempotency);
   await app.register(eventRetention);
+  await app.register(webhookDispatcher);
   for (const observer of observers) await app.register(observer);
 
   // Resources.

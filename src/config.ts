@@ -79,6 +79,13 @@ export const EnvSchema = Type.Object({
     description: 'a number of days above 0, at most 3650',
   }),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ description: 'true or false' }),
+  WEBHOOK_DISPATCHER: Type.Boolean({ description: 'true or false' }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 25_000, description: 'milliseconds from 100 to 25000' }),
+  WEBHOOK_POLL_MS: Type.Integer({ minimum: 10, maximum: 60_000, description: 'milliseconds from 10 to 60000' }),
+  WEBHOOK_RETRY_SCHEDULE: Type.String({
+    pattern: '^\\d+(ms|s|m|h)(,\\d+(ms|s|m|h)){0,19}$',
+    description: 'a comma-separated list of 1 to 20 durations such as 5s,5m,2h (ms, s, m or h)',
+  }),
   WEBHOOK_SECRET_OVERLAP_HOURS: Type.Number({
     minimum: 0,
     maximum: 720,
@@ -134,7 +141,16 @@ export interface Config {
   /** DESIGN §12: events are kept this many days, then purged in the background. */
   readonly eventRetentionDays: number;
   /** DESIGN §12: webhook URLs may reach private networks; how long a rotated secret still signs. */
-  readonly webhooks: { readonly allowPrivateNetworks: boolean; readonly secretOverlapHours: number };
+  readonly webhooks: {
+    readonly allowPrivateNetworks: boolean;
+    readonly secretOverlapHours: number;
+    /** Whether this instance sends deliveries (WEBHOOK_DISPATCHER). */
+    readonly dispatch: boolean;
+    readonly timeoutMs: number;
+    readonly pollMs: number;
+    /** The waits before each retry, in milliseconds. */
+    readonly retryScheduleMs: readonly number[];
+  };
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -196,6 +212,10 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     // DESIGN §12: private networks are reachable by default only in development.
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: merged.WEBHOOK_ALLOW_PRIVATE_NETWORKS ?? String(nodeEnv === 'development'),
     WEBHOOK_SECRET_OVERLAP_HOURS: merged.WEBHOOK_SECRET_OVERLAP_HOURS ?? '24',
+    WEBHOOK_DISPATCHER: merged.WEBHOOK_DISPATCHER ?? 'true',
+    WEBHOOK_TIMEOUT_MS: merged.WEBHOOK_TIMEOUT_MS ?? '10000',
+    WEBHOOK_POLL_MS: merged.WEBHOOK_POLL_MS ?? '1000',
+    WEBHOOK_RETRY_SCHEDULE: merged.WEBHOOK_RETRY_SCHEDULE ?? '5s,5m,30m,2h,5h,10h,10h',
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
@@ -208,6 +228,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
   if (!['true', 'false'].includes(String(raw.TRUST_PROXY)))
     fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
+  if (!['true', 'false'].includes(String(raw.WEBHOOK_DISPATCHER)))
+    fail('WEBHOOK_DISPATCHER', EnvSchema.properties.WEBHOOK_DISPATCHER, raw.WEBHOOK_DISPATCHER);
   if (!['true', 'false'].includes(String(raw.WEBHOOK_ALLOW_PRIVATE_NETWORKS)))
     fail(
       'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
@@ -288,6 +310,10 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     webhooks: {
       allowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       secretOverlapHours: e.WEBHOOK_SECRET_OVERLAP_HOURS,
+      dispatch: e.WEBHOOK_DISPATCHER,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      pollMs: e.WEBHOOK_POLL_MS,
+      retryScheduleMs: parseDurations(e.WEBHOOK_RETRY_SCHEDULE),
     },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
@@ -338,4 +364,14 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value);
   }
   return value;
+}
+
+const DURATION_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** "5s,5m,2h" → [5000, 300000, 7200000] (the schema has checked the form). */
+function parseDurations(list: string): number[] {
+  return list.split(',').map((d) => {
+    const [, n = '0', unit = 'ms'] = /^(\d+)(ms|s|m|h)$/.exec(d) ?? [];
+    return Number(n) * (DURATION_MS[unit] ?? 1);
+  });
 }

@@ -5,6 +5,7 @@ import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
 import type { IdempotencyKeysTable } from './idempotency-keys.js';
 import type { EventsTable } from '../events/events.table.js';
 import type { WebhookSubscriptionsTable } from '../webhooks/webhooks.table.js';
+import type { WebhookDeliveriesTable } from '../webhooks/deliveries.table.js';
 
 /** Every table the service owns, by its SQL name (snake_case; the API is camelCase). */
 export interface Database {
@@ -17,6 +18,7 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
   webhook_subscriptions: WebhookSubscriptionsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 /** A repository's first argument: the database, or the transaction it must run inside. */

@@ -1,0 +1,18 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/** One event for one subscription (migration 0011). */
+export interface WebhookDeliveriesTable {
+  id: Generated<number>;
+  subscription_id: number;
+  event_sequence: number;
+  subject: string;
+  /** pending (not yet sent, or being sent), failed (to be retried), delivered, dead. */
+  status: Generated<'pending' | 'delivered' | 'failed' | 'dead'>;
+  attempts: Generated<number>;
+  next_attempt_at: Generated<Date>;
+  leased_until: Date | null;
+  last_attempt_at: Date | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  created_at: ColumnType<Date, never, never>;
+}

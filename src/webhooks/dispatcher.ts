@@ -1,0 +1,204 @@
+// The webhook dispatcher (DESIGN §12), one per instance unless WEBHOOK_DISPATCHER=false. It
+// claims due deliveries (deliveries.repository.ts: SKIP LOCKED and a lease, so instances never
+// send one delivery at once and a dead instance's claims come due again), POSTs each event in
+// the Standard Webhooks format over a keep-alive undici Agent, and records the outcome: 2xx
+// delivered; anything else retried after the next step of WEBHOOK_RETRY_SCHEDULE (±20%), then
+// dead; 410 also disables the subscription. Redirects are not followed. Requests never wait for
+// it: they only insert rows, and wake it after they commit.
+//
+// SSRF (DESIGN §12): unless WEBHOOK_ALLOW_PRIVATE_NETWORKS, the address actually connected to
+// must be public: a host name is resolved by the connection's own lookup, which refuses private
+// answers (so a name that resolved to a public address at creation and to 127.0.0.1 now is
+// refused, and the log says why); an address literal is checked before connecting.
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import ipaddr from 'ipaddr.js';
+import { Agent, request } from 'undici';
+import { toCloudEvent } from '../events/index.js';
+import { isPublicAddress, type ResolveHost } from './address-guard.js';
+import { claimDeliveries, disableSubscription, recordOutcome, type ClaimedDelivery } from './deliveries.repository.js';
+import { signatureHeader } from './signing.js';
+
+/** Deliveries claimed at once; a full batch is followed by the next without waiting. */
+const BATCH = 32;
+/** How long a claim is held: longer than any attempt (WEBHOOK_TIMEOUT_MS is at most 25 s). */
+export const LEASE_MS = 30_000;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Makes the dispatcher look for due deliveries now (after a write commits). */
+    wakeDispatcher: () => void;
+  }
+}
+
+/** The wait before the attempt after `attempts` failed ones; undefined when the schedule is spent. */
+export function retryDelayMs(schedule: readonly number[], attempts: number, random = Math.random): number | undefined {
+  const step = schedule[attempts - 1];
+  return step === undefined ? undefined : Math.round(step * (0.8 + 0.4 * random()));
+}
+
+class RefusedAddress extends Error {
+  readonly code = 'EWEBHOOKADDRESS';
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** A `lookup` for net/tls.connect that resolves through `resolveHost` and refuses private answers. */
+function guardedLookup(resolveHost: ResolveHost, allowPrivate: boolean) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    resolveHost(hostname).then(
+      (addresses) => {
+        const refused = allowPrivate ? undefined : addresses.find((a) => !isPublicAddress(a));
+        if (refused !== undefined || addresses.length === 0) {
+          callback(
+            new RefusedAddress(
+              `refused to connect: ${hostname} resolves to ${refused ?? 'no address'}, which is not a public address`,
+            ),
+            [],
+          );
+          return;
+        }
+        const all = addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+        const [first] = all;
+        if (options.all === true) callback(null, all);
+        else if (first !== undefined) callback(null, first.address, first.family);
+      },
+      (error: unknown) => {
+        callback(error as NodeJS.ErrnoException, []);
+      },
+    );
+  };
+}
+
+async function dispatcher(app: FastifyInstance): Promise<void> {
+  const { dispatch, timeoutMs, pollMs, retryScheduleMs, allowPrivateNetworks } = app.config.webhooks;
+  let wake: () => void = () => {};
+  app.decorate('wakeDispatcher', () => {
+    wake();
+  });
+  if (!dispatch) return;
+
+  const agent = new Agent({
+    connect: { timeout: timeoutMs, lookup: guardedLookup(app.resolveHost, allowPrivateNetworks) },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    keepAliveTimeout: 30_000,
+  });
+  const source = `${app.config.baseUrl}/api/v1`;
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    const body = toCloudEvent(
+      { id: d.event_id, type: d.event_type as never, subject: d.subject, time: d.time, data: d.data },
+      source,
+    );
+    const timestamp = Math.floor(Date.now() / 1000);
+    const secrets =
+      d.previous_secret !== null &&
+      d.previous_secret_expires_at !== null &&
+      d.previous_secret_expires_at.getTime() > Date.now()
+        ? [d.secret, d.previous_secret]
+        : [d.secret];
+    let responseStatus: number | null = null;
+    let error: string | null = null;
+    try {
+      const host = new URL(d.url).hostname.replace(/^\[(.*)\]$/, '$1');
+      if (!allowPrivateNetworks && ipaddr.isValid(host) && !isPublicAddress(host)) {
+        throw new RefusedAddress(`refused to connect: ${host} is not a public address`);
+      }
+      const response = await request(d.url, {
+        method: 'POST',
+        dispatcher: agent,
+        body,
+        headers: {
+          'content-type': 'application/cloudevents+json',
+          'user-agent': 'resource-api-webhooks',
+          'webhook-id': d.event_id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signatureHeader(secrets, d.event_id, timestamp, body),
+        },
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      responseStatus = response.statusCode;
+      await response.body.dump();
+    } catch (e) {
+      error = e instanceof Error ? e.message.slice(0, 500) : 'delivery failed';
+    }
+    const delivered = responseStatus !== null && responseStatus >= 200 && responseStatus < 300;
+    if (delivered) {
+      await recordOutcome(app.db, d.id, { status: 'delivered', responseStatus, error: null });
+      return;
+    }
+    if (responseStatus === 410) await disableSubscription(app.db, d.subscription_id);
+    error ??= `the receiver answered ${String(responseStatus)}`;
+    const delay = retryDelayMs(retryScheduleMs, d.attempts);
+    await recordOutcome(
+      app.db,
+      d.id,
+      delay === undefined
+        ? { status: 'dead', responseStatus, error }
+        : { status: 'failed', responseStatus, error, nextAttemptAt: new Date(Date.now() + delay) },
+    );
+  }
+
+  const state = { stopped: false, woken: false };
+  // Read through functions: the awaits in between are where they change.
+  const stopped = () => state.stopped;
+  const woken = () => state.woken;
+  let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  wake = () => {
+    state.woken = true;
+    if (sleeping !== undefined) {
+      clearTimeout(sleeping.timer);
+      sleeping.resolve();
+    }
+  };
+  const nap = () =>
+    new Promise<void>((resolve) => {
+      sleeping = { timer: setTimeout(resolve, pollMs), resolve };
+    }).finally(() => (sleeping = undefined));
+
+  async function loop(): Promise<void> {
+    while (!stopped()) {
+      state.woken = false;
+      let claimed: ClaimedDelivery[] = [];
+      try {
+        claimed = await claimDeliveries(app.db, BATCH, LEASE_MS);
+        await Promise.all(
+          claimed.map((d) =>
+            attempt(d).catch((e: unknown) => {
+              app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
+            }),
+          ),
+        );
+      } catch (e) {
+        if (!stopped()) app.log.warn({ err: e }, 'claiming webhook deliveries failed');
+      }
+      if (stopped()) break;
+      if (claimed.length < BATCH && !woken()) await nap();
+    }
+  }
+
+  // After a write commits: its event's deliveries are due now.
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 300) wake();
+    done();
+  });
+
+  let running: Promise<void> | undefined;
+  app.addHook('onReady', (done) => {
+    running = loop();
+    done();
+  });
+  app.addHook('preClose', (done) => {
+    state.stopped = true;
+    wake();
+    done();
+  });
+  app.addHook('onClose', async () => {
+    await running;
+    await agent.close();
+  });
+}
+
+export default fp(dispatcher, { name: 'webhook-dispatcher' });

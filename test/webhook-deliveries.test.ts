@@ -1,0 +1,241 @@
+// Webhook delivery (DESIGN §12, issue #15 part 3), against receivers on 127.0.0.1 only: signed
+// in the Standard Webhooks format (verified by the `standardwebhooks` library), retried with
+// the same webhook-id, dead after the schedule, 410 disables, redirects not followed, per
+// subject in event order without one subject blocking another, and the address actually
+// connected to checked at every attempt (a host that now resolves to 127.0.0.1 is refused).
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { asAdmin, createUser } from './support/factories.js';
+import { buildTestApp } from './support/test-app.js';
+
+interface Received {
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+  at: number;
+}
+
+/** A receiver on 127.0.0.1: records every request; `answer` picks the status per request. */
+function receiver(answer: (path: string, body: string, count: number) => number | 'hang') {
+  const received: Received[] = [];
+  const counts = new Map<string, number>();
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      received.push({ path, headers: req.headers, body, at: Date.now() });
+      const n = (counts.get(path) ?? 0) + 1;
+      counts.set(path, n);
+      const status = answer(path, body, n);
+      if (status === 'hang') return;
+      if (status === 302) res.writeHead(302, { location: '/ok' });
+      else res.writeHead(status);
+      res.end();
+    });
+  });
+  return { server, received };
+}
+
+const rx = receiver((path, body, n) => {
+  if (path.startsWith('/ok')) return 204;
+  if (path === '/flaky') return n <= 2 ? 500 : 200;
+  if (path === '/down') return 503;
+  if (path === '/gone') return 410;
+  if (path === '/redirect') return 302;
+  if (path === '/slow') return 'hang';
+  if (path === '/ordered') return body.includes('"name":"Blocked') && n <= 2 ? 500 : 204;
+  return 404;
+});
+let base = '';
+beforeAll(async () => {
+  await new Promise<void>((resolve) => rx.server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(rx.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  rx.server.closeAllConnections();
+  await new Promise((resolve) => rx.server.close(resolve));
+});
+
+const resolveHost = (host: string) =>
+  host === 'localhost' ? Promise.resolve(['127.0.0.1']) : Promise.reject(new Error(`ENOTFOUND ${host}`));
+
+const { app } = await buildTestApp(
+  {
+    WEBHOOK_DISPATCHER: 'true',
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    WEBHOOK_RETRY_SCHEDULE: '150ms,150ms',
+    WEBHOOK_POLL_MS: '50',
+    WEBHOOK_TIMEOUT_MS: '500',
+    BASE_URL: 'https://api.example.com',
+  },
+  { resolveHost },
+);
+const api = asAdmin(app);
+
+async function subscribe(path: string, events: string[] = ['user.*']) {
+  const response = await api({
+    method: 'POST',
+    url: '/api/v1/webhook-subscriptions',
+    payload: { url: `${base}${path}`, events },
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json<{ id: number; secret: string }>();
+}
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function deliveriesOf(subscriptionId: number) {
+  const { rows } = await sql<{
+    status: string;
+    attempts: number;
+    last_response_status: number | null;
+    last_error: string | null;
+  }>`select status, attempts, last_response_status, last_error from webhook_deliveries
+      where subscription_id = ${subscriptionId} order by id`.execute(app.db);
+  return rows;
+}
+
+const at = (path: string) => rx.received.filter((r) => r.path === path);
+
+describe('a delivery', () => {
+  it('is a CloudEvent, signed so that a Standard Webhooks library verifies it', async () => {
+    const sub = await subscribe('/ok/signed');
+    const user = await createUser(app);
+    const [request] = await until('the delivery', () => (at('/ok/signed').length > 0 ? at('/ok/signed') : undefined));
+    const headers = request!.headers as Record<string, string>;
+    expect(headers['content-type']).toBe('application/cloudevents+json');
+    const verified = new Webhook(sub.secret).verify(request!.body, headers) as Record<string, unknown>;
+    expect(verified).toMatchObject({
+      specversion: '1.0',
+      type: 'user.created',
+      source: 'https://api.example.com/api/v1',
+      subject: `users/${user.id}`,
+      datacontenttype: 'application/json',
+      data: { id: user.id, name: user.name, email: user.email, createdAt: user.createdAt },
+    });
+    expect(headers['webhook-id']).toBe(verified.id);
+    expect(Math.abs(Number(headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(5);
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`).verify(request!.body, headers),
+    ).toThrow();
+    await until('delivered', async () => (await deliveriesOf(sub.id))[0]?.status === 'delivered');
+  });
+
+  it('is retried with the same webhook-id until a 2xx, and is dead after the last step of the schedule', async () => {
+    const flaky = await subscribe('/flaky');
+    const down = await subscribe('/down');
+    await createUser(app);
+    await until('three attempts at /flaky', () => at('/flaky').length >= 3);
+    expect(new Set(at('/flaky').map((r) => r.headers['webhook-id'])).size).toBe(1);
+    await until('delivered', async () => (await deliveriesOf(flaky.id))[0]?.status === 'delivered');
+    expect((await deliveriesOf(flaky.id))[0]).toMatchObject({ attempts: 3, last_response_status: 200 });
+
+    await until('dead', async () => (await deliveriesOf(down.id))[0]?.status === 'dead');
+    expect((await deliveriesOf(down.id))[0]).toMatchObject({ attempts: 3, last_response_status: 503 });
+    expect(at('/down')).toHaveLength(3);
+    const gaps = at('/down')
+      .slice(1)
+      .map((r, i) => r.at - at('/down')[i]!.at);
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(100); // 150 ms ± 20%, less the clock's grain
+  });
+
+  it('410 disables the subscription; a redirect is not followed; a receiver too slow times out', async () => {
+    const gone = await subscribe('/gone');
+    const redirect = await subscribe('/redirect');
+    const slow = await subscribe('/slow');
+    const okBefore = at('/ok').length;
+    await createUser(app);
+    await until('disabled', async () => {
+      const one = await api({ method: 'GET', url: `/api/v1/webhook-subscriptions/${gone.id}` });
+      return !one.json<{ enabled: boolean }>().enabled;
+    });
+    await until('redirect failed', async () => (await deliveriesOf(redirect.id))[0]?.last_response_status === 302);
+    expect(at('/ok')).toHaveLength(okBefore);
+    await until('slow failed', async () => (await deliveriesOf(slow.id))[0]?.last_error !== null);
+    expect((await deliveriesOf(slow.id))[0]?.last_error).toMatch(/abort|timeout/i);
+
+    // Disabled: the next event is not queued for it.
+    await createUser(app);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(at('/gone')).toHaveLength(1);
+    expect(await deliveriesOf(gone.id)).toHaveLength(1);
+  });
+
+  it('goes out in event order per subject, and one failing subject does not hold up another', async () => {
+    await subscribe('/ordered', ['user.created', 'user.updated']);
+    const blocked = await createUser(app, { name: 'Blocked One' });
+    const free = await createUser(app, { name: 'Free One' });
+    const patch = await api({ method: 'PATCH', url: `/api/v1/users/${blocked.id}`, payload: { name: 'Blocked Two' } });
+    expect(patch.statusCode).toBe(200);
+    await until('the update delivered', () => at('/ordered').some((r) => r.body.includes('"name":"Blocked Two"')));
+    const subjects = at('/ordered').map((r) => {
+      const e = JSON.parse(r.body) as { subject: string; type: string };
+      return `${e.type} ${e.subject}`;
+    });
+    // users/<blocked>: created (failed twice) before updated; users/<free> not held up by it.
+    const createdBlocked = subjects.lastIndexOf(`user.created users/${blocked.id}`);
+    const updatedBlocked = subjects.indexOf(`user.updated users/${blocked.id}`);
+    const createdFree = subjects.indexOf(`user.created users/${free.id}`);
+    expect(createdBlocked).toBeLessThan(updatedBlocked);
+    expect(createdFree).toBeLessThan(createdBlocked);
+  });
+});
+
+describe('the address connected to, at every attempt', async () => {
+  // Private networks refused here. The name resolves to a public address when the subscription
+  // is made and to 127.0.0.1 afterwards (DNS rebinding): the delivery must not connect.
+  let calls = 0;
+  const rebinding = (host: string) => {
+    if (host === 'public.example.com') return Promise.resolve(['93.184.215.14']);
+    if (host !== 'rebind.example.com') return Promise.reject(new Error(`ENOTFOUND ${host}`));
+    calls++;
+    return Promise.resolve(calls === 1 ? ['93.184.215.14'] : ['127.0.0.1']);
+  };
+  const strict = await buildTestApp(
+    { WEBHOOK_DISPATCHER: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false', WEBHOOK_POLL_MS: '50' },
+    { resolveHost: rebinding },
+  );
+  const strictApi = asAdmin(strict.app);
+
+  it('refuses a host that now resolves to 127.0.0.1, and an address literal that is private, saying why', async () => {
+    const created = await strictApi({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      payload: { url: 'https://rebind.example.com/hook', events: ['*'] },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const literal = await strictApi({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      payload: { url: 'https://public.example.com/literal', events: ['*'] },
+    });
+    expect(literal.statusCode, literal.body).toBe(201);
+    // Stored before a rule change, say: the literal is refused at delivery all the same.
+    await sql`update webhook_subscriptions set url = 'https://[::ffff:127.0.0.1]:9/x' where id = ${literal.json<{ id: number }>().id}`.execute(
+      strict.app.db,
+    );
+    await createUser(strict.app);
+    const rows = await until('both attempts failed', async () => {
+      const { rows } = await sql<{ subscription_id: number; status: string; last_error: string | null }>`
+        select subscription_id, status, last_error from webhook_deliveries order by subscription_id`.execute(
+        strict.app.db,
+      );
+      return rows.length === 2 && rows.every((r) => r.last_error !== null) ? rows : undefined;
+    });
+    expect(rows[0]!.status).toBe('failed');
+    expect(rows[0]!.last_error).toMatch(/rebind\.example\.com resolves to 127\.0\.0\.1, which is not a public address/);
+    expect(rows[1]!.last_error).toMatch(/::ffff:7f00:1 is not a public address/); // as the URL normalises it
+  });
+});
