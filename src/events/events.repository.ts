@@ -11,8 +11,8 @@ export type EventRow = Selectable<EventsTable>;
  * subscription that wants its type (exactly, by `user.*` / `order.*`, or `*`): the outbox's
  * fan-out, committed with the change or not at all (DESIGN §12).
  */
-export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<void> {
-  await sql`
+export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number> {
+  const result = await sql`
     with e as (
       insert into events (id, type, subject, time, data)
       values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data})
@@ -22,6 +22,7 @@ export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise
     select s.id, e.sequence, e.subject
       from e join webhook_subscriptions s
         on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
 }
 
 /**

@@ -17,9 +17,20 @@ export interface NewEvent {
   data: string;
 }
 
+let queued = 0;
+
+/**
+ * How many times this process has queued webhook deliveries: the dispatcher compares it after
+ * a request to know whether to look for due deliveries at once (webhooks/dispatcher.ts).
+ */
+export function deliveriesQueued(): number {
+  return queued;
+}
+
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
-export function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  return insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
+export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
+  const deliveries = await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
+  if (deliveries > 0) queued++;
 }
 
 /** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */

@@ -15,7 +15,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import ipaddr from 'ipaddr.js';
 import { Agent, request } from 'undici';
-import { toCloudEvent } from '../events/index.js';
+import { deliveriesQueued, toCloudEvent } from '../events/index.js';
 import { isPublicAddress, type ResolveHost } from './address-guard.js';
 import { claimDeliveries, disableSubscription, recordOutcome, type ClaimedDelivery } from './deliveries.repository.js';
 import { signatureHeader } from './signing.js';
@@ -179,9 +179,15 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }
   }
 
-  // After a write commits: its event's deliveries are due now.
-  app.addHook('onResponse', (request, reply, done) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 300) wake();
+  // After a write that queued deliveries has answered (and so committed), they are due now;
+  // a write that queued none costs no claim.
+  let seen = deliveriesQueued();
+  app.addHook('onResponse', (_request, _reply, done) => {
+    const now = deliveriesQueued();
+    if (now !== seen) {
+      seen = now;
+      wake();
+    }
     done();
   });
 
