@@ -28,7 +28,7 @@ export abstract class DomainError extends Error {
 export class EntityNotFound extends DomainError {
   readonly code = 'ENTITY_NOT_FOUND';
   constructor(
-    readonly entity: 'User' | 'Order' | 'Product' | 'Webhook subscription',
+    readonly entity: 'User' | 'Order' | 'Product' | 'Webhook subscription' | 'Webhook delivery',
     readonly id: number,
   ) {
     super(`${entity} ${id} not found`);
@@ -123,7 +123,7 @@ export class InvalidOrderState extends Conflict {
 export class PreconditionFailed extends DomainError {
   readonly code = 'PRECONDITION_FAILED';
   constructor(
-    entity: 'User' | 'Order' | 'Product' | 'Webhook subscription',
+    entity: 'User' | 'Order' | 'Product' | 'Webhook subscription' | 'Webhook delivery',
     id: number,
     readonly currentVersion: number,
   ) {

@@ -151,6 +151,51 @@ describe('a delivery', () => {
     for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(100); // 150 ms ± 20%, less the clock's grain
   });
 
+  it('is in the delivery log, and is sent again on request with the same webhook-id', async () => {
+    const down = await subscribe('/down');
+    const user = await createUser(app);
+    await until('dead', async () => (await deliveriesOf(down.id))[0]?.status === 'dead');
+    const log = await api({ method: 'GET', url: `/api/v1/webhook-subscriptions/${down.id}/deliveries?status=dead` });
+    expect(log.statusCode, log.body).toBe(200);
+    const page = log.json<{ content: Record<string, unknown>[]; totalElements: number }>();
+    expect(page.totalElements).toBe(1);
+    const [entry] = page.content;
+    expect(entry).toMatchObject({
+      eventType: 'user.created',
+      status: 'dead',
+      attempts: 3,
+      lastResponseStatus: 503,
+      lastError: 'the receiver answered 503',
+      nextAttemptAt: null,
+    });
+    const { rows } = await sql<{
+      id: string;
+    }>`select id::text as id from events where subject = ${`users/${user.id}`}`.execute(app.db);
+    expect(entry!.eventId).toBe(rows[0]!.id);
+    expect(
+      (await api({ method: 'GET', url: `/api/v1/webhook-subscriptions/${down.id}/deliveries?status=delivered` })).json<{
+        totalElements: number;
+      }>().totalElements,
+    ).toBe(0);
+
+    const before = at('/down').length;
+    const again = await api({
+      method: 'POST',
+      url: `/api/v1/webhook-subscriptions/${down.id}/deliveries/${String(entry!.id)}/redelivery`,
+    });
+    expect(again.statusCode, again.body).toBe(202);
+    await until('sent again', () => at('/down').length > before);
+    expect(at('/down').at(-1)!.headers['webhook-id']).toBe(entry!.eventId);
+
+    const other = await subscribe('/ok/other');
+    const wrong = await api({
+      method: 'POST',
+      url: `/api/v1/webhook-subscriptions/${other.id}/deliveries/${String(entry!.id)}/redelivery`,
+    });
+    expect(wrong.statusCode).toBe(404);
+    expect((await api({ method: 'GET', url: '/api/v1/webhook-subscriptions/987654/deliveries' })).statusCode).toBe(404);
+  });
+
   it('410 disables the subscription; a redirect is not followed; a receiver too slow times out', async () => {
     const gone = await subscribe('/gone');
     const redirect = await subscribe('/redirect');

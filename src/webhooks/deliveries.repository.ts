@@ -77,3 +77,64 @@ export async function recordOutcome(db: Db, id: number, outcome: Outcome): Promi
 export async function disableSubscription(db: Db, id: number): Promise<void> {
   await db.updateTable('webhook_subscriptions').set({ enabled: false }).where('id', '=', id).execute();
 }
+
+export interface DeliveryLogRow {
+  id: number;
+  event_id: string;
+  event_type: string;
+  status: 'pending' | 'delivered' | 'failed' | 'dead';
+  attempts: number;
+  last_attempt_at: Date | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  next_attempt_at: Date;
+}
+
+/** A subscription's deliveries, newest first, optionally of one status, and their total. */
+export async function listDeliveries(
+  db: Db,
+  subscriptionId: number,
+  status: DeliveryLogRow['status'] | undefined,
+  limit: number,
+  offset: number,
+): Promise<{ rows: DeliveryLogRow[]; total: number }> {
+  const filtered = () => {
+    let q = db.selectFrom('webhook_deliveries as d').where('d.subscription_id', '=', subscriptionId);
+    if (status !== undefined) q = q.where('d.status', '=', status);
+    return q;
+  };
+  const [rows, counted] = await Promise.all([
+    filtered()
+      .innerJoin('events as e', 'e.sequence', 'd.event_sequence')
+      .select([
+        'd.id',
+        sql<string>`e.id::text`.as('event_id'),
+        'e.type as event_type',
+        'd.status',
+        'd.attempts',
+        'd.last_attempt_at',
+        'd.last_response_status',
+        'd.last_error',
+        'd.next_attempt_at',
+      ])
+      .orderBy('d.id', 'desc')
+      .limit(limit)
+      .offset(offset)
+      .execute(),
+    filtered()
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirst(),
+  ]);
+  return { rows, total: counted?.count ?? 0 };
+}
+
+/** Queues a delivery again, due now with the whole retry schedule; false if it is not the subscription's. */
+export async function requeueDelivery(db: Db, subscriptionId: number, deliveryId: number): Promise<boolean> {
+  const result = await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'pending', attempts: 0, next_attempt_at: sql<Date>`now()`, leased_until: null })
+    .where('id', '=', deliveryId)
+    .where('subscription_id', '=', subscriptionId)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}

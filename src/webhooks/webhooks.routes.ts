@@ -12,6 +12,9 @@ import {
   WebhookSubscriptionPageSchema,
   WebhookSubscriptionSchema,
   WebhookSubscriptionWithSecretSchema,
+  DeliveryParamsSchema,
+  WebhookDeliveryListQuerySchema,
+  WebhookDeliveryPageSchema,
 } from './webhooks.schemas.js';
 import * as webhooks from './webhooks.service.js';
 
@@ -101,6 +104,39 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: WebhookSubscriptionWithSecretSchema, ...problemResponses(400, 401, 403, 404, 415) },
     },
     handler: async (request) => webhooks.rotateSecret(request.db, request.principal, request.params.id, policy()),
+  });
+
+  app.get('/:id/deliveries', {
+    config: read,
+    schema: {
+      tags,
+      summary: 'The delivery log of a subscription, newest first (admin)',
+      params: IdParamSchema,
+      querystring: WebhookDeliveryListQuerySchema,
+      response: { 200: WebhookDeliveryPageSchema, ...problemResponses(400, 401, 403, 404) },
+    },
+    handler: async (request, reply) =>
+      paged(
+        request,
+        reply,
+        await webhooks.listDeliveries(request.db, request.principal, request.params.id, request.query),
+      ),
+  });
+
+  app.post('/:id/deliveries/:deliveryId/redelivery', {
+    config: write,
+    schema: {
+      tags,
+      summary: 'Send a delivery again, with the same webhook-id (admin)',
+      params: DeliveryParamsSchema,
+      body: EmptyBodySchema,
+      response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404, 415) },
+    },
+    handler: async (request, reply) => {
+      await webhooks.redeliver(request.db, request.principal, request.params.id, request.params.deliveryId);
+      app.wakeDispatcher();
+      return reply.code(202).send();
+    },
   });
 };
 

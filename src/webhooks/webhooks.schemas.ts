@@ -100,3 +100,34 @@ export const WebhookSubscriptionWithSecretSchema = Type.Object(
 
 export const WebhookSubscriptionPageSchema = Page(WebhookSubscriptionSchema, 'WebhookSubscriptionPage');
 export const WebhookSubscriptionListQuerySchema = Type.Object({ ...PageParams });
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead'] as const;
+const DeliveryStatus = () =>
+  Type.Unsafe<(typeof DELIVERY_STATUSES)[number]>({
+    type: 'string',
+    enum: [...DELIVERY_STATUSES],
+    'x-message': `must be one of ${DELIVERY_STATUSES.join(', ')}`,
+    description: 'pending (not yet sent, or being sent), failed (to be tried again), delivered, dead (given up)',
+  });
+
+export const WebhookDeliverySchema = Type.Object(
+  {
+    id: Id(),
+    eventId: Type.String({ format: 'uuid', maxLength: 36, description: 'The event id: the webhook-id header' }),
+    eventType: Type.String({ enum: [...EVENT_TYPES] }),
+    status: DeliveryStatus(),
+    attempts: Type.Integer({ minimum: 0, maximum: 1000 }),
+    lastAttemptAt: Type.Union([Instant(), Type.Null()]),
+    lastResponseStatus: Type.Union([Type.Integer({ minimum: 100, maximum: 599 }), Type.Null()]),
+    lastError: Type.Union([Text(500), Type.Null()]),
+    nextAttemptAt: Type.Union([Instant(), Type.Null()]),
+  },
+  { title: 'WebhookDelivery' },
+);
+
+export const WebhookDeliveryPageSchema = Page(WebhookDeliverySchema, 'WebhookDeliveryPage');
+export const WebhookDeliveryListQuerySchema = Type.Object({
+  status: Type.Optional(DeliveryStatus()),
+  ...PageParams,
+});
+export const DeliveryParamsSchema = Type.Object({ id: Id(), deliveryId: Id() });

@@ -6,6 +6,7 @@ import type { Db } from '../db/database.js';
 import { EntityNotFound, Forbidden, InvalidField } from '../errors.js';
 import { pageWindow, type PageOf } from '../page.js';
 import { urlRefusal, type UrlPolicy } from './address-guard.js';
+import * as deliveries from './deliveries.repository.js';
 import * as repo from './webhooks.repository.js';
 import type { WebhookSubscriptionRow } from './webhooks.table.js';
 import type { CreateWebhookSubscription, EventPattern, PatchWebhookSubscription } from './webhooks.schemas.js';
@@ -128,4 +129,54 @@ export async function rotateSecret(db: Db, caller: Principal, id: number, policy
   );
   if (row === undefined) throw new EntityNotFound('Webhook subscription', id);
   return { ...toSubscription(row), secret: row.secret };
+}
+
+export interface Delivery {
+  id: number;
+  eventId: string;
+  eventType: string;
+  status: 'pending' | 'delivered' | 'failed' | 'dead';
+  attempts: number;
+  lastAttemptAt: string | null;
+  lastResponseStatus: number | null;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+}
+
+/** The delivery log of one subscription, newest first (DESIGN §12). */
+export async function listDeliveries(
+  db: Db,
+  caller: Principal,
+  id: number,
+  q: { page: number; size: number; status?: Delivery['status'] | undefined },
+): Promise<PageOf<Delivery>> {
+  assertAdmin(caller);
+  if ((await repo.findSubscription(db, id)) === undefined) throw new EntityNotFound('Webhook subscription', id);
+  const { size, offset } = pageWindow(q.page, q.size);
+  const { rows, total } = await deliveries.listDeliveries(db, id, q.status, size, offset);
+  return {
+    content: rows.map((r) => ({
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      status: r.status,
+      attempts: r.attempts,
+      lastAttemptAt: r.last_attempt_at?.toISOString() ?? null,
+      lastResponseStatus: r.last_response_status,
+      lastError: r.last_error,
+      // Only a delivery still to be tried has a next attempt.
+      nextAttemptAt: r.status === 'pending' || r.status === 'failed' ? r.next_attempt_at.toISOString() : null,
+    })),
+    total,
+    page: q.page,
+    size,
+  };
+}
+
+/** Sends a delivery again (same webhook-id), with the whole retry schedule. */
+export async function redeliver(db: Db, caller: Principal, id: number, deliveryId: number): Promise<void> {
+  assertAdmin(caller);
+  if (!(await deliveries.requeueDelivery(db, id, deliveryId))) {
+    throw new EntityNotFound('Webhook delivery', deliveryId);
+  }
 }

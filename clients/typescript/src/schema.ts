@@ -460,6 +460,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook-subscriptions/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The delivery log of a subscription, newest first (admin)
+         * @description The delivery log of a subscription, newest first (admin)
+         */
+        get: operations["getV1WebhookSubscriptionsByIdDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook-subscriptions/{id}/deliveries/{deliveryId}/redelivery": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery again, with the same webhook-id (admin)
+         * @description Send a delivery again, with the same webhook-id (admin)
+         */
+        post: operations["postV1WebhookSubscriptionsByIdDeliveriesByDeliveryIdRedelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/users": {
         parameters: {
             query?: never;
@@ -1421,6 +1461,49 @@ export interface components {
             description?: string | null;
             /** @description false pauses deliveries; true resumes them */
             enabled?: boolean;
+        };
+        /** WebhookDelivery */
+        WebhookDelivery: {
+            /**
+             * Format: int64
+             * @description Numeric identifier
+             */
+            id: number;
+            /**
+             * Format: uuid
+             * @description The event id: the webhook-id header
+             */
+            eventId: string;
+            /** @enum {string} */
+            eventType: "user.created" | "user.updated" | "user.password_changed" | "user.deleted" | "order.created" | "order.updated" | "order.confirmed" | "order.shipped" | "order.delivered" | "order.cancelled" | "order.deleted";
+            /**
+             * @description pending (not yet sent, or being sent), failed (to be tried again), delivered, dead (given up)
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed" | "dead";
+            /** Format: int32 */
+            attempts: number;
+            lastAttemptAt: string | null;
+            lastResponseStatus: number | null;
+            lastError: string | null;
+            nextAttemptAt: string | null;
+        };
+        /** WebhookDeliveryPage */
+        WebhookDeliveryPage: {
+            content: components["schemas"]["WebhookDelivery"][];
+            /** Format: int64 */
+            totalElements: number;
+            /** Format: int64 */
+            totalPages: number;
+            /**
+             * Format: int64
+             * @description zero-based index of this page
+             */
+            number: number;
+            /** Format: int32 */
+            size: number;
+            first: boolean;
+            last: boolean;
         };
         /** UserResponseV2 */
         UserResponseV2: {
@@ -3374,6 +3457,114 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
                     "application/vnd.resource-api.v1+json": components["schemas"]["WebhookSubscriptionWithSecret"];
                 };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            406: components["responses"]["Problem406"];
+            /** @description Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After) */
+            409: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    /** @description Seconds to wait when the key is in use */
+                    "Retry-After"?: number;
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            422: components["responses"]["Problem422"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getV1WebhookSubscriptionsByIdDeliveries: {
+        parameters: {
+            query?: {
+                /** @description pending (not yet sent, or being sent), failed (to be tried again), delivered, dead (given up) */
+                status?: "pending" | "delivered" | "failed" | "dead";
+                /** @description zero-based page index */
+                page?: number;
+                /** @description page size; values above 100 are treated as 100 */
+                size?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Total-Count": components["headers"]["X-Total-Count"];
+                    Link: components["headers"]["Link"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
+                    "application/vnd.resource-api.v1+json": components["schemas"]["WebhookDeliveryPage"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            406: components["responses"]["Problem406"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    postV1WebhookSubscriptionsByIdDeliveriesByDeliveryIdRedelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\`; keys are per caller.
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Numeric identifier */
+                id: number;
+                /** @description Numeric identifier */
+                deliveryId: number;
+            };
+            cookie?: never;
+        };
+        /** @description No members are read; the body may be empty. */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description No content */
+            202: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Problem400"];
             401: components["responses"]["Problem401"];
