@@ -196,6 +196,20 @@ describe('a delivery', () => {
     expect((await api({ method: 'GET', url: '/api/v1/webhook-subscriptions/987654/deliveries' })).statusCode).toBe(404);
   });
 
+  it('is counted in the metrics: attempts by outcome, the backlog and its age', async () => {
+    const text = await app.metrics.metrics();
+    expect(text).toMatch(/^webhook_deliveries_total\{outcome="delivered"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^webhook_deliveries_total\{outcome="failed"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^webhook_deliveries_total\{outcome="dead"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^webhook_pending \d+$/m);
+    expect(text).toMatch(/^webhook_oldest_pending_seconds \d+(\.\d+)?(e[+-]\d+)?$/m);
+    await sql`update webhook_deliveries set status = 'failed', next_attempt_at = now() + interval '1 hour',
+      created_at = now() - interval '90 seconds' where id = (select min(id) from webhook_deliveries)`.execute(app.db);
+    const after = await app.metrics.metrics();
+    expect(Number(/^webhook_pending (\d+)$/m.exec(after)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(Number(/^webhook_oldest_pending_seconds (\S+)$/m.exec(after)?.[1])).toBeGreaterThanOrEqual(90);
+  });
+
   it('410 disables the subscription; a redirect is not followed; a receiver too slow times out', async () => {
     const gone = await subscribe('/gone');
     const redirect = await subscribe('/redirect');

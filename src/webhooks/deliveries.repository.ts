@@ -138,3 +138,11 @@ export async function requeueDelivery(db: Db, subscriptionId: number, deliveryId
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
+
+/** Deliveries still to be sent (pending or failed), and the age of the oldest, in seconds. */
+export async function pendingStats(db: Db): Promise<{ pending: number; oldestSeconds: number }> {
+  const { rows } = await sql<{ pending: number | string; oldest: number | string | null }>`
+    select count(*) as pending, extract(epoch from now() - min(created_at)) as oldest
+      from webhook_deliveries where status in ('pending', 'failed')`.execute(db);
+  return { pending: Number(rows[0]?.pending ?? 0), oldestSeconds: Number(rows[0]?.oldest ?? 0) };
+}

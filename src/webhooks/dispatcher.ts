@@ -14,10 +14,17 @@ import type { LookupAddress, LookupOptions } from 'node:dns';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import ipaddr from 'ipaddr.js';
+import { Counter, Gauge } from 'prom-client';
 import { Agent, request } from 'undici';
 import { deliveriesQueued, toCloudEvent } from '../events/index.js';
 import { isPublicAddress, type ResolveHost } from './address-guard.js';
-import { claimDeliveries, disableSubscription, recordOutcome, type ClaimedDelivery } from './deliveries.repository.js';
+import {
+  claimDeliveries,
+  disableSubscription,
+  pendingStats,
+  recordOutcome,
+  type ClaimedDelivery,
+} from './deliveries.repository.js';
 import { signatureHeader } from './signing.js';
 
 /** Deliveries claimed at once; a full batch is followed by the next without waiting. */
@@ -77,6 +84,32 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   app.decorate('wakeDispatcher', () => {
     wake();
   });
+
+  // DESIGN §12 metrics. The backlog is the database's, so every instance reports it.
+  const outcomes = new Counter({
+    name: 'webhook_deliveries_total',
+    help: 'Webhook delivery attempts by this instance, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [app.metrics],
+  });
+  let stats: Promise<{ pending: number; oldestSeconds: number }> | undefined;
+  const pendingStatsOnce = () => (stats ??= pendingStats(app.db).finally(() => (stats = undefined)));
+  new Gauge({
+    name: 'webhook_pending',
+    help: 'Webhook deliveries not yet delivered or dead (all instances)',
+    registers: [app.metrics],
+    async collect() {
+      this.set((await pendingStatsOnce()).pending);
+    },
+  });
+  new Gauge({
+    name: 'webhook_oldest_pending_seconds',
+    help: 'Age of the oldest webhook delivery not yet delivered or dead, in seconds (0: none)',
+    registers: [app.metrics],
+    async collect() {
+      this.set((await pendingStatsOnce()).oldestSeconds);
+    },
+  });
   if (!dispatch) return;
 
   const agent = new Agent({
@@ -127,11 +160,13 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     const delivered = responseStatus !== null && responseStatus >= 200 && responseStatus < 300;
     if (delivered) {
       await recordOutcome(app.db, d.id, { status: 'delivered', responseStatus, error: null });
+      outcomes.inc({ outcome: 'delivered' });
       return;
     }
     if (responseStatus === 410) await disableSubscription(app.db, d.subscription_id);
     error ??= `the receiver answered ${String(responseStatus)}`;
     const delay = retryDelayMs(retryScheduleMs, d.attempts);
+    outcomes.inc({ outcome: delay === undefined ? 'dead' : 'failed' });
     await recordOutcome(
       app.db,
       d.id,
