@@ -29,8 +29,11 @@ import { signatureHeader } from './signing.js';
 
 /** Deliveries claimed at once; a full batch is followed by the next without waiting. */
 const BATCH = 32;
-/** How long a claim is held: longer than any attempt (WEBHOOK_TIMEOUT_MS is at most 25 s). */
-export const LEASE_MS = 30_000;
+/**
+ * How long a claim is held: an attempt's time-out and 5 s more, at most 30 s (WEBHOOK_TIMEOUT_MS
+ * is at most 25 s). A killed instance's claims are due again after it.
+ */
+export const leaseMs = (timeoutMs: number): number => Math.min(30_000, timeoutMs + 5_000);
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -198,7 +201,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       state.woken = false;
       let claimed: ClaimedDelivery[] = [];
       try {
-        claimed = await claimDeliveries(app.db, BATCH, LEASE_MS);
+        claimed = await claimDeliveries(app.db, BATCH, leaseMs(timeoutMs));
         await Promise.all(
           claimed.map((d) =>
             attempt(d).catch((e: unknown) => {
