@@ -41,7 +41,7 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
     });
   });
 
-  const start = async () => {
+  const start = async (env: Record<string, string> = {}) => {
     const server = await runServer({
       DATABASE_URL: databaseUrl,
       RATE_LIMIT_PER_MINUTE: '0',
@@ -49,6 +49,7 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       WEBHOOK_TIMEOUT_MS: '2000', // lease: 7 s
       WEBHOOK_POLL_MS: '100',
+      ...env,
     }).ready;
     servers.push(server);
     return server;
@@ -107,4 +108,24 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
       await db.end();
     }
   }, 90_000);
+
+  it('wakes the other instances through LISTEN/NOTIFY: a delivery within a second, without polling', async () => {
+    for (const server of servers) if (server.child.exitCode === null) await server.stop('SIGKILL');
+    const writer = await start({ WEBHOOK_DISPATCHER: 'false' });
+    await start({ WEBHOOK_POLL_MS: '60000' }); // polls once at start, then only when notified
+    await new Promise((r) => setTimeout(r, 300));
+    const before = received.length;
+    const sent = Date.now();
+    const made = await fetch(`${writer.url}/api/v1/users`, {
+      method: 'POST',
+      headers: { authorization: ADMIN, 'content-type': 'application/json' },
+      body: JSON.stringify(aUserRequest()),
+    });
+    expect(made.status).toBe(201);
+    while (received.length === before) {
+      if (Date.now() - sent > 5000) throw new Error('no delivery within 5 s: the notification did not wake it');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(Date.now() - sent).toBeLessThan(1000);
+  }, 60_000);
 });

@@ -14,6 +14,7 @@ import type { LookupAddress, LookupOptions } from 'node:dns';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import ipaddr from 'ipaddr.js';
+import postgres from 'postgres';
 import { Counter, Gauge } from 'prom-client';
 import { Agent, request } from 'undici';
 import { deliveriesQueued, toCloudEvent } from '../events/index.js';
@@ -26,6 +27,9 @@ import {
   type ClaimedDelivery,
 } from './deliveries.repository.js';
 import { signatureHeader } from './signing.js';
+
+/** The channel migration 0011's trigger notifies when deliveries are inserted. */
+const NOTIFY_CHANNEL = 'resource_api_webhooks';
 
 /** Deliveries claimed at once; a full batch is followed by the next without waiting. */
 const BATCH = 32;
@@ -229,10 +233,25 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     done();
   });
 
+  // PostgreSQL: LISTEN on a connection of its own, so that deliveries committed by any
+  // instance wake this one at once (polling stays the fallback). PGlite is one process, which
+  // wakes itself after its own writes.
+  const database = app.config.database;
+  const listener =
+    database.kind === 'postgres'
+      ? postgres(database.url, { max: 1, onnotice: () => {}, connection: { application_name: 'resource-api-listen' } })
+      : undefined;
+
   let running: Promise<void> | undefined;
-  app.addHook('onReady', (done) => {
+  app.addHook('onReady', async () => {
     running = loop();
-    done();
+    if (listener !== undefined) {
+      await listener
+        .listen(NOTIFY_CHANNEL, () => wake())
+        .catch((e: unknown) => {
+          app.log.warn({ err: e }, `LISTEN ${NOTIFY_CHANNEL} failed: webhook deliveries are found by polling`);
+        });
+    }
   });
   app.addHook('preClose', (done) => {
     state.stopped = true;
@@ -241,7 +260,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   });
   app.addHook('onClose', async () => {
     await running;
-    await agent.close();
+    await Promise.all([agent.close(), listener?.end({ timeout: 1 })]);
   });
 }
 

@@ -30,4 +30,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     where status in ('pending', 'failed')`.execute(db);
   await sql`create index webhook_deliveries_subscription_idx on webhook_deliveries (subscription_id, id)`.execute(db);
   await sql`create index webhook_deliveries_event_idx on webhook_deliveries (event_sequence)`.execute(db);
+  // Wakes every instance's dispatcher when new deliveries commit (a wake-up, never the store;
+  // PostgreSQL sends it at commit and folds repeats within a transaction into one).
+  await sql`
+    create function webhook_deliveries_notify() returns trigger language plpgsql as $$
+    begin
+      perform pg_notify('resource_api_webhooks', '');
+      return null;
+    end $$`.execute(db);
+  await sql`create trigger webhook_deliveries_notify after insert on webhook_deliveries
+    for each statement execute function webhook_deliveries_notify()`.execute(db);
 }
