@@ -6,10 +6,17 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsPlugin from 'ajv-formats';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVENT_TYPES } from '../src/events/index.js';
 import { asAdmin, createUser } from './support/factories.js';
+import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp } from './support/test-app.js';
+
+// ajv-formats is CommonJS; under NodeNext its default export is the module object.
+const addFormats = addFormatsPlugin as unknown as (ajv: Ajv2020) => Ajv2020;
 
 interface Received {
   path: string;
@@ -130,6 +137,18 @@ describe('a delivery', () => {
     expect(() =>
       new Webhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`).verify(request!.body, headers),
     ).toThrow();
+
+    // What the OpenAPI document's `webhooks` says of this event, body and headers alike.
+    const document = await resolvedDocument(app);
+    expect(Object.keys(document.webhooks as object).sort()).toEqual([...EVENT_TYPES].sort());
+    const operation = document.webhooks['user.created'].post;
+    const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }));
+    const validBody = ajv.compile(operation.requestBody.content['application/cloudevents+json'].schema as object);
+    expect(validBody(JSON.parse(request!.body)), JSON.stringify(validBody.errors)).toBe(true);
+    for (const header of operation.parameters as { name: string; schema: object }[]) {
+      const valid = ajv.compile(header.schema);
+      expect(valid(headers[header.name]), `${header.name}: ${JSON.stringify(valid.errors)}`).toBe(true);
+    }
     await until('delivered', async () => (await deliveriesOf(sub.id))[0]?.status === 'delivered');
   });
 

@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { addWebhooks } from '../webhooks/webhooks.openapi.js';
 import {
   corsHeaders,
   decimalPlacesInWords,
@@ -275,6 +276,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
       addRateLimitResponses(document);
       unversionedPaths(document, SUPPORTED_VERSIONS, app.config.apiVendor);
       finishDocument(document);
+      addWebhooks(document as unknown as Record<string, unknown>);
       return documentObject.openapiObject;
     },
   });

@@ -997,7 +997,228 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "user.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * user.created: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_user_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * user.updated: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_user_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.password_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * user.password_changed: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_user_password_changed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * user.deleted: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_user_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.created: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.updated: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.confirmed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.confirmed: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_confirmed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.shipped": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.shipped: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_shipped"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.delivered: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_delivered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.cancelled: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_cancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * order.deleted: sent to each subscription whose events include it
+         * @description A 2xx within WEBHOOK_TIMEOUT_MS is delivered; anything else is retried on WEBHOOK_RETRY_SCHEDULE, then dead; 410 disables the subscription. Redirects are not followed.
+         */
+        post: operations["webhook_order_deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** Health */
@@ -5517,6 +5738,730 @@ export interface operations {
             429: components["responses"]["Problem429"];
             500: components["responses"]["Problem500"];
             503: components["responses"]["Problem503"];
+        };
+    };
+    webhook_user_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "user.created";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["UserResponse"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_user_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "user.updated";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["UserResponse"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_user_password_changed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "user.password_changed";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: {
+                        /** Format: int64 */
+                        id: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_user_deleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "user.deleted";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: {
+                        /** Format: int64 */
+                        id: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.created";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.updated";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_confirmed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.confirmed";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_shipped: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.shipped";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_delivered: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.delivered";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_cancelled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.cancelled";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: components["schemas"]["OrderDetail"];
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_order_deleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id: the same on every retry of this delivery; deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from your clock */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the base64-decoded secret after whsec_; two, space-separated, during a secret rotation’s overlap */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/cloudevents+json": {
+                    /** @constant */
+                    specversion: "1.0";
+                    /**
+                     * Format: uuid
+                     * @description Unique and stable: the webhook-id header, the same on every retry
+                     */
+                    id: string;
+                    /**
+                     * Format: uri
+                     * @description <BASE_URL>/api/v1
+                     */
+                    source: string;
+                    /** @constant */
+                    type: "order.deleted";
+                    /** @description users/<id> or orders/<id> */
+                    subject: string;
+                    /** Format: date-time */
+                    time: string;
+                    /** @constant */
+                    datacontenttype: "application/json";
+                    data: {
+                        /** Format: int64 */
+                        id: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }
