@@ -1,6 +1,7 @@
 // /api/public/**: no authentication (spec 5 rule 2).
 import type { FastifyPluginAsync } from 'fastify';
 import health from './health.routes.js';
+import asyncapiRoutes from './asyncapi.routes.js';
 import openapiRoutes from './openapi.routes.js';
 import problemPages from './problems.routes.js';
 
@@ -10,6 +11,7 @@ const publicRoutes: FastifyPluginAsync = async (app) => {
   });
   await app.register(health, { prefix: '/health' });
   await app.register(openapiRoutes);
+  await app.register(asyncapiRoutes);
   await app.register(problemPages, { prefix: '/problems' });
 };
 

@@ -1,3 +1,5 @@
 // What other resources may use of users/ (docs/architecture.md, "Between resources"): an
 // order's customer must exist when the order is placed.
 export { userExists } from './users.repository.js';
+// The v1 representation, for the events' documents (webhooks/webhooks.asyncapi.ts).
+export { UserV1Schema } from './users.schemas.js';

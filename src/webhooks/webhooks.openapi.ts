@@ -7,7 +7,7 @@ type Json = Record<string, unknown>;
 
 const ID_ONLY = new Set<EventType>(['user.deleted', 'user.password_changed', 'order.deleted']);
 
-function dataSchema(type: EventType): Json {
+function dataSchema(type: EventType, schemas: string): Json {
   if (ID_ONLY.has(type)) {
     return {
       type: 'object',
@@ -16,10 +16,11 @@ function dataSchema(type: EventType): Json {
       additionalProperties: false,
     };
   }
-  return { $ref: type.startsWith('user.') ? '#/components/schemas/UserResponse' : '#/components/schemas/OrderDetail' };
+  return { $ref: `${schemas}/${type.startsWith('user.') ? 'UserResponse' : 'OrderDetail'}` };
 }
 
-function cloudEvent(type: EventType): Json {
+/** The CloudEvent a delivery of `type` carries; `schemas` is where UserResponse and OrderDetail are. */
+export function cloudEvent(type: EventType, schemas = '#/components/schemas'): Json {
   const str = (maxLength: number, extra: Json = {}) => ({ type: 'string', maxLength, ...extra });
   return {
     type: 'object',
@@ -36,12 +37,20 @@ function cloudEvent(type: EventType): Json {
       }),
       time: str(30, { format: 'date-time' }),
       datacontenttype: { type: 'string', const: 'application/json' },
-      data: dataSchema(type),
+      data: dataSchema(type, schemas),
     },
   };
 }
 
-const HEADERS: Json[] = [
+interface HeaderParameter {
+  in: 'header';
+  name: string;
+  required: boolean;
+  description: string;
+  schema: Json;
+}
+
+export const HEADERS: HeaderParameter[] = [
   {
     in: 'header',
     name: 'webhook-id',

@@ -15,7 +15,7 @@ export function at(root: unknown, path: readonly string[]): unknown {
   return path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], root);
 }
 
-function inline(node: unknown, root: unknown): unknown {
+export function inline(node: unknown, root: unknown): unknown {
   if (Array.isArray(node)) return node.map((item) => inline(item, root));
   if (typeof node !== 'object' || node === null) return node;
   const ref = (node as { $ref?: unknown }).$ref;
