@@ -271,6 +271,75 @@ describe('a delivery', () => {
   });
 });
 
+describe('what a subscription receives', () => {
+  it('nothing when it is made or changed, and no event committed before it', async () => {
+    const before = await createUser(app);
+    const sub = await subscribe('/ok/late');
+    const patched = await api({
+      method: 'PATCH',
+      url: `/api/v1/webhook-subscriptions/${sub.id}`,
+      payload: { description: 'changed' },
+    });
+    expect(patched.statusCode).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(at('/ok/late')).toEqual([]);
+    const after = await createUser(app);
+    await until('the later event', () => at('/ok/late').length > 0);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(at('/ok/late').map((r) => (JSON.parse(r.body) as { subject: string }).subject)).toEqual([
+      `users/${after.id}`,
+    ]);
+    expect(before.id).not.toBe(after.id);
+  });
+
+  it('signatures by both secrets during a rotation’s overlap', async () => {
+    const sub = await subscribe('/ok/rotated');
+    const rotated = await api({ method: 'POST', url: `/api/v1/webhook-subscriptions/${sub.id}/secret-rotation` });
+    expect(rotated.statusCode).toBe(200);
+    const fresh = rotated.json<{ secret: string }>().secret;
+    await createUser(app);
+    const [request] = await until('the delivery', () => (at('/ok/rotated').length > 0 ? at('/ok/rotated') : undefined));
+    const headers = request!.headers as Record<string, string>;
+    expect(headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    for (const secret of [sub.secret, fresh]) expect(new Webhook(secret).verify(request!.body, headers)).toBeTruthy();
+  });
+});
+
+describe('a receiver that does not answer', async () => {
+  // Time-out 5 s: while one delivery hangs, the others must not wait for it.
+  const patient = await buildTestApp(
+    {
+      WEBHOOK_DISPATCHER: 'true',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_POLL_MS: '1000',
+      WEBHOOK_TIMEOUT_MS: '5000',
+    },
+    { resolveHost },
+  );
+  const patientApi = asAdmin(patient.app);
+
+  it('holds up no other delivery while it hangs', async () => {
+    for (const path of ['/slow', '/ok/beside']) {
+      const made = await patientApi({
+        method: 'POST',
+        url: '/api/v1/webhook-subscriptions',
+        payload: { url: `${base}${path}`, events: ['user.created'] },
+      });
+      expect(made.statusCode).toBe(201);
+    }
+    const slowBefore = at('/slow').length;
+    const first = await createUser(patient.app);
+    await until('the hanging request', () => at('/slow').length > slowBefore);
+    const second = await createUser(patient.app);
+    const sent = Date.now();
+    await until('the other delivery', () =>
+      at('/ok/beside').some((r) => r.body.includes(`"subject":"users/${second.id}"`)),
+    );
+    expect(Date.now() - sent).toBeLessThan(2000);
+    expect(at('/ok/beside').some((r) => r.body.includes(`"subject":"users/${first.id}"`))).toBe(true);
+  });
+});
+
 describe('the address connected to, at every attempt', async () => {
   // Private networks refused here. The name resolves to a public address when the subscription
   // is made and to 127.0.0.1 afterwards (DNS rebinding): the delivery must not connect.

@@ -1,6 +1,7 @@
 // SQL for webhook deliveries (migration 0011).
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
+import type { EventType } from '../events/index.js';
 
 /** A claimed delivery with what sending it needs. */
 export interface ClaimedDelivery {
@@ -12,7 +13,7 @@ export interface ClaimedDelivery {
   previous_secret: string | null;
   previous_secret_expires_at: Date | null;
   event_id: string;
-  event_type: string;
+  event_type: EventType;
   subject: string;
   time: Date;
   data: string;

@@ -31,7 +31,7 @@ import { signatureHeader } from './signing.js';
 /** The channel migration 0011's trigger notifies when deliveries are inserted. */
 const NOTIFY_CHANNEL = 'resource_api_webhooks';
 
-/** Deliveries claimed at once; a full batch is followed by the next without waiting. */
+/** Attempts in flight at most; while there is room, due deliveries are claimed without waiting. */
 const BATCH = 32;
 /**
  * How long a claim is held: an attempt's time-out and 5 s more, at most 30 s (WEBHOOK_TIMEOUT_MS
@@ -129,7 +129,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
 
   async function attempt(d: ClaimedDelivery): Promise<void> {
     const body = toCloudEvent(
-      { id: d.event_id, type: d.event_type as never, subject: d.subject, time: d.time, data: d.data },
+      { id: d.event_id, type: d.event_type, subject: d.subject, time: d.time, data: d.data },
       source,
     );
     const timestamp = Math.floor(Date.now() / 1000);
@@ -200,25 +200,36 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       sleeping = { timer: setTimeout(resolve, pollMs), resolve };
     }).finally(() => (sleeping = undefined));
 
+  // Up to BATCH attempts in flight. The loop never waits for a whole batch: a slow receiver
+  // holds only its own slot (and, by the order rule, its subject), never the other deliveries.
+  const inFlight = new Set<Promise<void>>();
   async function loop(): Promise<void> {
     while (!stopped()) {
       state.woken = false;
+      const room = BATCH - inFlight.size;
       let claimed: ClaimedDelivery[] = [];
-      try {
-        claimed = await claimDeliveries(app.db, BATCH, leaseMs(timeoutMs));
-        await Promise.all(
-          claimed.map((d) =>
-            attempt(d).catch((e: unknown) => {
-              app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
-            }),
-          ),
-        );
-      } catch (e) {
-        if (!stopped()) app.log.warn({ err: e }, 'claiming webhook deliveries failed');
+      if (room > 0) {
+        try {
+          claimed = await claimDeliveries(app.db, room, leaseMs(timeoutMs));
+        } catch (e) {
+          if (!stopped()) app.log.warn({ err: e }, 'claiming webhook deliveries failed');
+        }
+      }
+      for (const d of claimed) {
+        const sending: Promise<void> = attempt(d)
+          .catch((e: unknown) => {
+            app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
+          })
+          .finally(() => {
+            inFlight.delete(sending);
+            wake(); // a slot is free, and the next event of this subject may be due
+          });
+        inFlight.add(sending);
       }
       if (stopped()) break;
-      if (claimed.length < BATCH && !woken()) await nap();
+      if ((room === 0 || claimed.length < room) && !woken()) await nap();
     }
+    await Promise.all(inFlight);
   }
 
   // After a write that queued deliveries has answered (and so committed), they are due now;
