@@ -10,6 +10,7 @@ import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import idempotency from './http/idempotency.js';
 import eventRetention from './events/retention.js';
+import { eventHub, type EventStreamOptions } from './events/events.routes.js';
 import webhookDispatcher from './webhooks/dispatcher.js';
 import { resolveWithDns, type ResolveHost } from './webhooks/address-guard.js';
 import metrics from './http/metrics.js';
@@ -52,6 +53,8 @@ export interface BuildAppOptions {
   observers?: FastifyPluginAsync[];
   /** How webhook hosts are resolved: DNS, unless a test answers without asking a server. */
   resolveHost?: ResolveHost;
+  /** The event stream's poll and heartbeat periods (tests shorten them). */
+  eventStream?: EventStreamOptions;
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
@@ -64,6 +67,7 @@ export async function buildApp({
   plugins = [],
   observers = [],
   resolveHost = resolveWithDns,
+  eventStream = {},
 }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -109,6 +113,7 @@ export async function buildApp({
   await app.register(idempotency);
   await app.register(eventRetention);
   await app.register(webhookDispatcher);
+  await app.register(eventHub, eventStream);
   for (const observer of observers) await app.register(observer);
 
   // Resources.

@@ -14,3 +14,12 @@ export const EVENT_TYPES = [
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
+
+/** What a subscription or a stream asks for: an exact type, `user.*`, `order.*`, or `*`. */
+export const EVENT_PATTERNS = [...EVENT_TYPES, 'user.*', 'order.*', '*'] as const;
+export type EventPattern = (typeof EVENT_PATTERNS)[number];
+
+/** True when `type` is one `pattern` asks for. */
+export function matchesPattern(type: EventType, pattern: EventPattern): boolean {
+  return pattern === type || pattern === '*' || (pattern.endsWith('.*') && type.startsWith(pattern.slice(0, -1)));
+}

@@ -14,8 +14,8 @@ export type EventRow = Selectable<EventsTable>;
 export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number> {
   const result = await sql`
     with e as (
-      insert into events (id, type, subject, time, data)
-      values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data})
+      insert into events (id, type, subject, time, data, owner)
+      values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner})
       returning sequence, type, subject
     )
     insert into webhook_deliveries (subscription_id, event_sequence, subject)
@@ -37,4 +37,87 @@ export async function purgeEventsBefore(db: Db, cutoff: Date, batch: number): Pr
     )
     .executeTakeFirst();
   return Number(result.numDeletedRows);
+}
+
+/** A place in the event stream's order: `(tx, sequence)`, the writing transaction first. */
+export interface StreamPosition {
+  tx: bigint;
+  sequence: bigint;
+}
+
+export interface StreamRow {
+  sequence: number;
+  tx: bigint;
+  id: string;
+  type: EventRow['type'];
+  subject: string;
+  time: Date;
+  data: string;
+  owner: number | null;
+}
+
+export interface StreamPage {
+  /** In `(tx, sequence)` order, after `after`, at most `limit`. */
+  rows: StreamRow[];
+  /** The oldest transaction still open when read: every row below it has been seen. */
+  horizon: bigint;
+}
+
+/** A row of readStream's statement: the horizon, and an event unless there was none. */
+type RawStreamRow = { horizon: string } & ({ sequence: null } | (Omit<StreamRow, 'tx'> & { tx: string }));
+
+/**
+ * The events after `after` (and up to `until`, when given) in `(tx, sequence)` order, and only
+ * those written by transactions older than the oldest one still open: every transaction below
+ * that horizon has ended, so no row can appear there later and a reader that has passed a
+ * position never misses one (ordering by sequence alone would: a transaction may take its
+ * sequence early and commit late). One statement; the horizon comes back even with no rows.
+ */
+export async function readStream(
+  db: Db,
+  after: StreamPosition,
+  until: StreamPosition | undefined,
+  limit: number,
+): Promise<StreamPage> {
+  const upTo =
+    until === undefined
+      ? sql``
+      : sql`and (e.tx, e.sequence) <= (${String(until.tx)}::text::xid8, ${String(until.sequence)}::bigint)`;
+  const { rows } = await sql<RawStreamRow>`
+    with h as (select pg_snapshot_xmin(pg_current_snapshot()) as x)
+    select h.x::text as horizon, p.sequence, p.tx::text as tx, p.id, p.type, p.subject, p.time, p.data, p.owner
+      from h left join lateral (
+        select e.sequence, e.tx, e.id, e.type, e.subject, e.time, e.data, e.owner
+          from events e
+         where (e.tx, e.sequence) > (${String(after.tx)}::text::xid8, ${String(after.sequence)}::bigint)
+           and e.tx < h.x
+           ${upTo}
+         order by e.tx, e.sequence
+         limit ${limit}
+      ) p on true
+     order by p.tx, p.sequence`.execute(db);
+  const page: StreamPage = { rows: [], horizon: BigInt(rows[0]?.horizon ?? '0') };
+  for (const row of rows) {
+    if (row.sequence === null) continue;
+    const { sequence, tx, id, type, subject, time, data, owner } = row;
+    page.rows.push({ sequence, tx: BigInt(tx), id, type, subject, time, data, owner });
+  }
+  return page;
+}
+
+/** The transactions in progress now, as `xmin:xmax:xip,…` (pg_current_snapshot). */
+export async function currentSnapshot(db: Db): Promise<string> {
+  const { rows } = await sql<{ s: string }>`select pg_current_snapshot()::text as s`.execute(db);
+  const [row] = rows;
+  if (row === undefined) throw new Error('pg_current_snapshot() returned no row');
+  return row.s;
+}
+
+/** Where the event `sequence` stands in the stream's order; undefined when it is not kept. */
+export async function streamPositionOf(db: Db, sequence: number): Promise<StreamPosition | undefined> {
+  const { rows } = await sql<{ tx: string }>`select tx::text as tx from events where sequence = ${sequence}`.execute(
+    db,
+  );
+  const row = rows[0];
+  return row === undefined ? undefined : { tx: BigInt(row.tx), sequence: BigInt(sequence) };
 }

@@ -12,4 +12,6 @@ export interface EventsTable {
   /** The CloudEvent's `data`, as JSON text. */
   data: string;
   tx: ColumnType<string, never, never>;
+  /** The user the event is about (DESIGN §2 ownership): the user, or the order's customer. */
+  owner: ColumnType<number | null, number, never>;
 }

@@ -6,7 +6,7 @@ import type { Database } from '../db/database.js';
 import type { EventType } from './event-types.js';
 import { insertEvent, type EventRow } from './events.repository.js';
 
-export { EVENT_TYPES, type EventType } from './event-types.js';
+export { EVENT_PATTERNS, EVENT_TYPES, matchesPattern, type EventPattern, type EventType } from './event-types.js';
 export type { EventRow } from './events.repository.js';
 
 export interface NewEvent {
@@ -15,9 +15,12 @@ export interface NewEvent {
   subject: `users/${number}` | `orders/${number}`;
   /** The CloudEvent's data as JSON text: the v1 representation after the change, or `{"id":…}`. */
   data: string;
+  /** The user the event is about (DESIGN §2): the user itself, or the order's customer. */
+  owner: number;
 }
 
 let queued = 0;
+let recorded = 0;
 
 /**
  * How many times this process has queued webhook deliveries: the dispatcher compares it after
@@ -27,9 +30,18 @@ export function deliveriesQueued(): number {
   return queued;
 }
 
+/**
+ * How many events this process has written: the event stream compares it after a request to
+ * know whether to read new events at once (events/stream.ts).
+ */
+export function eventsRecorded(): number {
+  return recorded;
+}
+
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
   const deliveries = await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
+  recorded++;
   if (deliveries > 0) queued++;
 }
 

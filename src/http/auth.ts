@@ -20,8 +20,11 @@ import { requestPath } from './request-url.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The scope a caller needs for this route (DESIGN §2), e.g. 'users:read'. */
-    scope?: string;
+    /**
+     * The scope a caller needs for this route (DESIGN §2), e.g. 'users:read', or a list of which
+     * any one will do (the event stream: 'orders:read' or 'users:read').
+     */
+    scope?: string | readonly string[];
   }
   interface FastifyRequest {
     /** The authenticated caller; set on every route outside /api/public/**. */
@@ -132,7 +135,8 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
   // A route cannot be added without stating its scope.
   app.addHook('onRoute', (route) => {
     if (route.method === 'OPTIONS' || isPublicPath(route.url)) return;
-    if (!route.config?.scope)
+    const scope = route.config?.scope;
+    if (scope === undefined || scope.length === 0)
       throw new Error(`${String(route.method)} ${route.url} declares no scope (route config.scope, DESIGN §2)`);
   });
 
@@ -174,9 +178,12 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
 function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
   request.principal = principal;
   const scope = request.routeOptions.config.scope;
-  return scope !== undefined && !principal.scopes.has(scope)
-    ? new Forbidden(`This request needs the ${scope} scope.`, scope)
-    : undefined;
+  if (scope === undefined) return undefined;
+  if (typeof scope === 'string')
+    return principal.scopes.has(scope) ? undefined : new Forbidden(`This request needs the ${scope} scope.`, scope);
+  return scope.some((s) => principal.scopes.has(s))
+    ? undefined
+    : new Forbidden(`This request needs one of the scopes ${scope.join(', ')}.`, scope.join(' '));
 }
 
 export default fp(auth, { name: 'auth', dependencies: ['request-context'] });

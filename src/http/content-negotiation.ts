@@ -72,8 +72,8 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', (request, reply, done) => {
     const produces = request.routeOptions.config.produces;
     const accept = request.headers.accept;
-    if (produces === undefined || accept === undefined || accept === '*/*' || accept === 'application/json')
-      return done();
+    if (produces === undefined || accept === undefined || accept === '*/*') return done();
+    if (accept === 'application/json' && produces[0] === 'application/json') return done();
     if (new Negotiator({ headers: { accept: withoutParameters(accept) } }).mediaType(produces) !== undefined)
       return done();
     sendProblem(

@@ -199,6 +199,8 @@ const TAGS: Record<string, string> = {
   orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses (spec 9.2)',
   webhooks:
     'Webhook subscriptions (DESIGN §12, administrators): signed deliveries of user and order events, Standard Webhooks format',
+  events:
+    'The live event stream (DESIGN §12): Server-Sent Events of the user and order events the caller may read, resumable with Last-Event-ID',
   health: 'Liveness and readiness probes (no authentication, not rate limited)',
   problems: 'The pages that the typed problem documents’ `type` URIs point to (no authentication)',
 };

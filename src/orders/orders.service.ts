@@ -133,7 +133,12 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
       items.map((i) => ({ ...i, order_id: order.id })),
     );
     const detail = toOrderDetail(order);
-    await recordEvent(trx, { type: 'order.created', subject: `orders/${order.id}`, data: orderV1Json(detail) });
+    await recordEvent(trx, {
+      type: 'order.created',
+      subject: `orders/${order.id}`,
+      data: orderV1Json(detail),
+      owner: customerId,
+    });
     return detail;
   });
 }
@@ -223,7 +228,12 @@ export async function applyAction(
       ...(action === 'cancel' ? { cancellation_reason: options.reason ?? null } : {}),
     });
     const detail = toOrderDetail(updated);
-    await recordEvent(trx, { type: ACTION_EVENTS[action], subject: `orders/${id}`, data: orderV1Json(detail) });
+    await recordEvent(trx, {
+      type: ACTION_EVENTS[action],
+      subject: `orders/${id}`,
+      data: orderV1Json(detail),
+      owner: detail.customerId,
+    });
     return detail;
   });
 }
@@ -250,7 +260,12 @@ export async function updateOrder(
     // Nothing to change: nothing written, no new version, no event.
     if (Object.keys(changes).length === 0) return toOrderDetail(order);
     const detail = toOrderDetail(await repo.updateOrder(trx, id, changes));
-    await recordEvent(trx, { type: 'order.updated', subject: `orders/${id}`, data: orderV1Json(detail) });
+    await recordEvent(trx, {
+      type: 'order.updated',
+      subject: `orders/${id}`,
+      data: orderV1Json(detail),
+      owner: detail.customerId,
+    });
     return detail;
   });
 }
@@ -266,6 +281,11 @@ export async function deleteOrder(db: Db, caller: Principal, id: number, ifMatch
     assertVersion(order, ifMatch);
     if (holdsReservation(order.status)) await moveStock(trx, await repo.findOrderLines(trx, id), 'release');
     await repo.deleteOrderById(trx, id);
-    await recordEvent(trx, { type: 'order.deleted', subject: `orders/${id}`, data: idOnly(id) });
+    await recordEvent(trx, {
+      type: 'order.deleted',
+      subject: `orders/${id}`,
+      data: idOnly(id),
+      owner: order.customer_id,
+    });
   });
 }

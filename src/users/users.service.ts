@@ -128,7 +128,12 @@ export async function createUser(db: Db, caller: Principal, input: NewUser): Pro
         password_hash: passwordHash,
       }),
     );
-    await recordEvent(trx, { type: 'user.created', subject: `users/${user.id}`, data: userV1Json(user) });
+    await recordEvent(trx, {
+      type: 'user.created',
+      subject: `users/${user.id}`,
+      data: userV1Json(user),
+      owner: user.id,
+    });
     return user;
   });
 }
@@ -156,7 +161,7 @@ export async function updateUser(
     const row = await repo.updateUser(trx, id, changes, ifMatch);
     if (row !== undefined) {
       const user = toUser(row);
-      await recordEvent(trx, { type: 'user.updated', subject: `users/${id}`, data: userV1Json(user) });
+      await recordEvent(trx, { type: 'user.updated', subject: `users/${id}`, data: userV1Json(user), owner: id });
       return user;
     }
     const current = await repo.findUserById(trx, id);
@@ -173,7 +178,7 @@ export async function deleteUser(db: Db, caller: Principal, id: number, ifMatch?
   if (!canReachUser(caller, id)) return;
   await transact(db, async (trx) => {
     if (await repo.deleteUserById(trx, id, ifMatch)) {
-      await recordEvent(trx, { type: 'user.deleted', subject: `users/${id}`, data: idOnly(id) });
+      await recordEvent(trx, { type: 'user.deleted', subject: `users/${id}`, data: idOnly(id), owner: id });
       return;
     }
     // Not deleted: already gone (204 all the same, no event), or at a version If-Match does not name.
@@ -192,7 +197,7 @@ export async function changePassword(db: Db, caller: Principal, id: number, inpu
   await transact(db, async (trx) => {
     const updated = await repo.updateUser(trx, id, { password_hash: passwordHash });
     if (updated === undefined) throw new EntityNotFound('User', id);
-    await recordEvent(trx, { type: 'user.password_changed', subject: `users/${id}`, data: idOnly(id) });
+    await recordEvent(trx, { type: 'user.password_changed', subject: `users/${id}`, data: idOnly(id), owner: id });
   });
 }
 

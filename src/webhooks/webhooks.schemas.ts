@@ -1,10 +1,9 @@
 // /api/v1/webhook-subscriptions (DESIGN §12): the wire shapes, with examples for the document.
 import { Type, type Static } from 'typebox';
-import { EVENT_TYPES } from '../events/index.js';
+import { EVENT_PATTERNS, EVENT_TYPES, type EventPattern } from '../events/index.js';
 import { Id, Instant, Nullable, Page, PageParams, Text } from '../http/schemas.js';
 
-export const EVENT_PATTERNS = [...EVENT_TYPES, 'user.*', 'order.*', '*'] as const;
-export type EventPattern = (typeof EVENT_PATTERNS)[number];
+export type { EventPattern };
 
 const DESCRIPTION_MAX = 500;
 const EVENTS_MAX = EVENT_PATTERNS.length;

@@ -42,7 +42,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
 
 export async function buildTestApp(
   env: Record<string, string | undefined> = {},
-  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost'> = {},
+  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream'> = {},
 ): Promise<TestApp> {
   const config = testConfig(env);
   const schema = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;

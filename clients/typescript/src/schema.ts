@@ -500,6 +500,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream the events the caller may read (Server-Sent Events)
+         * @description Order events need `orders:read`, user events `users:read`; without `admin`, only the caller’s own orders and user. Without `Last-Event-ID` the stream starts with the events committed after it opened; with it, it resumes after that event (within EVENT_RETENTION_DAYS) and skips none, even one committed later with a smaller id. Each message: `id` (the event’s sequence), `event` (its type), `data` (the CloudEvent, as in a webhook delivery). A comment line every 15 s keeps proxies open; the stream ends when the instance shuts down, and the client reconnects with Last-Event-ID.
+         */
+        get: operations["getV1Events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/users": {
         parameters: {
             query?: never;
@@ -3810,6 +3830,45 @@ export interface operations {
             413: components["responses"]["Problem413"];
             415: components["responses"]["Problem415"];
             422: components["responses"]["Problem422"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getV1Events: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only these event types: exact types, `user.*`, `order.*` or `*`, separated by commas.
+                 * @example order.*,user.deleted
+                 */
+                types?: string;
+            };
+            header?: {
+                /** @description Resume after this event (the `id` of the last message received; browsers send it when they reconnect). */
+                "last-event-id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream (text/event-stream; never ends on its own) */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            406: components["responses"]["Problem406"];
             429: components["responses"]["Problem429"];
             500: components["responses"]["Problem500"];
             503: components["responses"]["Problem503"];

@@ -10,6 +10,7 @@ import * as m0008 from './0008_lists_at_scale.js';
 import * as m0009 from './0009_events.js';
 import * as m0010 from './0010_webhook_subscriptions.js';
 import * as m0011 from './0011_webhook_deliveries.js';
+import * as m0012 from './0012_event_stream.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -24,4 +25,5 @@ export const migrations: Record<string, Migration> = {
   '0009_events': m0009,
   '0010_webhook_subscriptions': m0010,
   '0011_webhook_deliveries': m0011,
+  '0012_event_stream': m0012,
 };
