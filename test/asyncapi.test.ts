@@ -28,11 +28,16 @@ describe('GET /api/public/asyncapi.json', () => {
     const errors = diagnostics.filter((d) => d.severity === DiagnosticSeverity.Error);
     expect(errors, JSON.stringify(errors, null, 2)).toEqual([]);
     expect(document?.version()).toBe('3.0.0');
-    const names = document
-      ?.allMessages()
-      .all()
-      .map((m) => m.name());
-    expect(names?.sort()).toEqual([...EVENT_TYPES].sort());
+    // Each event type on both channels: the webhook deliveries and the event stream.
+    for (const channel of ['webhook', 'events']) {
+      const names = document
+        ?.channels()
+        .get(channel)
+        ?.messages()
+        .all()
+        .map((m) => m.name());
+      expect(names?.sort(), channel).toEqual([...EVENT_TYPES].sort());
+    }
   });
 
   it('describes the events the service writes: a stored event satisfies its message payload', async () => {
@@ -55,5 +60,7 @@ describe('GET /api/public/asyncapi.json', () => {
     expect(valid(event), JSON.stringify(valid.errors)).toBe(true);
     const wrong = ajv.compile(resolved.components.messages.order_created!.payload);
     expect(wrong(event)).toBe(false);
+    const streamed = ajv.compile(resolved.components.messages.stream_user_created!.payload);
+    expect(streamed(event), JSON.stringify(streamed.errors)).toBe(true);
   });
 });

@@ -28,7 +28,34 @@ export function asyncApiDocument(baseUrl: string): Json {
       payload: cloudEvent(type, '#/components/schemas'),
     };
   }
+  // The same events on the stream (GET /api/v1/events): the CloudEvent is the `data` field, and
+  // the SSE fields `id` and `event` play the part of the webhook headers.
+  const streamMessages: Json = {};
+  for (const type of EVENT_TYPES) {
+    streamMessages[`stream_${type.replace('.', '_')}`] = {
+      name: type,
+      title: `${type} (stream)`,
+      summary: `The ${type} event on the event stream: an SSE message whose data is the CloudEvent`,
+      contentType: 'application/cloudevents+json',
+      headers: {
+        type: 'object',
+        required: ['id', 'event'],
+        properties: {
+          id: {
+            type: 'string',
+            pattern: '^[1-9][0-9]*$',
+            description: 'The SSE `id` field: the event’s sequence; send it back as Last-Event-ID to resume',
+          },
+          event: { type: 'string', const: type, description: 'The SSE `event` field: the event type' },
+        },
+      },
+      payload: cloudEvent(type, '#/components/schemas'),
+    };
+  }
   const refs = Object.fromEntries(Object.keys(messages).map((k) => [k, { $ref: `#/components/messages/${k}` }]));
+  const streamRefs = Object.fromEntries(
+    Object.keys(streamMessages).map((k) => [k, { $ref: `#/components/messages/${k}` }]),
+  );
   return {
     asyncapi: '3.0.0',
     info: {
@@ -37,7 +64,9 @@ export function asyncApiDocument(baseUrl: string): Json {
       description:
         'Every change of a user or an order is an event, written in the same transaction as the change. ' +
         'Webhook subscriptions (POST /api/v1/webhook-subscriptions) receive them as signed HTTP POSTs in the ' +
-        'Standard Webhooks format: at least once, the same webhook-id on every retry, in order per subject.',
+        'Standard Webhooks format: at least once, the same webhook-id on every retry, in order per subject. ' +
+        'Clients read them live from the event stream, GET /api/v1/events (Server-Sent Events), resumable with ' +
+        'Last-Event-ID; its messages are the same CloudEvents.',
     },
     servers: {
       api: {
@@ -54,6 +83,17 @@ export function asyncApiDocument(baseUrl: string): Json {
         description: 'Each subscription’s own URL; the events it lists are POSTed there.',
         messages: refs,
       },
+      events: {
+        address: '/events',
+        servers: [{ $ref: '#/servers/api' }],
+        title: 'The event stream',
+        description:
+          'GET /api/v1/events with Accept: text/event-stream and a Bearer token (orders:read for order events, ' +
+          'users:read for user events; without admin only the caller’s own orders and user). Optional ' +
+          '`types=order.*,user.deleted`; Last-Event-ID resumes after that event and no event is skipped. A comment ' +
+          'line every 15 s keeps proxies open.',
+        messages: streamRefs,
+      },
     },
     operations: {
       deliverWebhook: {
@@ -62,9 +102,16 @@ export function asyncApiDocument(baseUrl: string): Json {
         summary: 'Deliver an event to a subscription (POST; a 2xx acknowledges; 410 disables it)',
         messages: Object.keys(messages).map((k) => ({ $ref: `#/channels/webhook/messages/${k}` })),
       },
+      streamEvents: {
+        action: 'send',
+        channel: { $ref: '#/channels/events' },
+        summary: 'Send each event the caller may read to its open stream, in commit order',
+        bindings: { http: { method: 'GET', bindingVersion: '0.3.0' } },
+        messages: Object.keys(streamMessages).map((k) => ({ $ref: `#/channels/events/messages/${k}` })),
+      },
     },
     components: {
-      messages,
+      messages: { ...messages, ...streamMessages },
       schemas: { UserResponse: plain(UserV1Schema), OrderDetail: plain(OrderDetailSchema) },
     },
   };
