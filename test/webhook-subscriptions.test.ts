@@ -90,6 +90,28 @@ describe('managing subscriptions', () => {
     expect((await api({ method: 'POST', url: `${BASE}/${id}/secret-rotation` })).statusCode).toBe(404);
   });
 
+  it('deletes its queued deliveries with a subscription (migration 0013: a trigger, not a foreign key)', async () => {
+    const id = (await create({ url: 'https://hooks.example.com/queued', events: ['user.*'] })).json<{ id: number }>()
+      .id;
+    const user = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      payload: { name: 'Queued', email: `queued.${Date.now()}@example.com`, password: 'correct horse battery' },
+    });
+    expect(user.statusCode).toBe(201);
+    const queued = async () =>
+      Number(
+        (
+          await sql<{
+            n: number;
+          }>`select count(*)::int as n from webhook_deliveries where subscription_id = ${id}`.execute(app.db)
+        ).rows[0]?.n,
+      );
+    expect(await queued()).toBe(1);
+    expect((await api({ method: 'DELETE', url: `${BASE}/${id}` })).statusCode).toBe(204);
+    expect(await queued()).toBe(0);
+  });
+
   it('rotates the secret: a new one is shown, the old one keeps signing for WEBHOOK_SECRET_OVERLAP_HOURS', async () => {
     const first = (await create({ url: 'https://hooks.example.com/e', events: ['*'] })).json<{
       id: number;

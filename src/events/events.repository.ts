@@ -9,10 +9,10 @@ export type EventRow = Selectable<EventsTable>;
 /**
  * Inserts the event and, in the same statement, one webhook delivery for every enabled
  * subscription that wants its type (exactly, by `user.*` / `order.*`, or `*`): the outbox's
- * fan-out, committed with the change or not at all (DESIGN §12).
+ * fan-out, committed with the change or not at all (DESIGN §12). Returns the deliveries' ids.
  */
-export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number> {
-  const result = await sql`
+export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number[]> {
+  const { rows } = await sql<{ id: number }>`
     with e as (
       insert into events (id, type, subject, time, data, owner)
       values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner})
@@ -21,8 +21,9 @@ export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise
     insert into webhook_deliveries (subscription_id, event_sequence, subject)
     select s.id, e.sequence, e.subject
       from e join webhook_subscriptions s
-        on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']`.execute(db);
-  return Number(result.numAffectedRows ?? 0);
+        on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
+    returning id`.execute(db);
+  return rows.map((r) => r.id);
 }
 
 /**

@@ -30,6 +30,22 @@ export function deliveriesQueued(): number {
   return queued;
 }
 
+/** At most this many ids wait for the dispatcher; older ones are left to its scan. */
+const QUEUED_IDS_MAX = 10_000;
+let queuedIds: number[] = [];
+
+/**
+ * The ids of deliveries this process queued since the last call (their transactions may not
+ * all have committed, or may have rolled back: the dispatcher claims them by id, and one that
+ * is not there, or not due yet, is simply not claimed). A primary-key claim instead of a scan of
+ * the due index: under load, that index's head is dead rows until the next vacuum.
+ */
+export function takeQueuedDeliveries(): number[] {
+  const ids = queuedIds;
+  queuedIds = [];
+  return ids;
+}
+
 /**
  * How many events this process has written: the event stream compares it after a request to
  * know whether to read new events at once (events/stream.ts).
@@ -42,7 +58,11 @@ export function eventsRecorded(): number {
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
   const deliveries = await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
   recorded++;
-  if (deliveries > 0) queued++;
+  if (deliveries.length > 0) {
+    queued++;
+    if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
+    queuedIds.push(...deliveries);
+  }
 }
 
 /** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */

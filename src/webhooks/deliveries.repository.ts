@@ -25,22 +25,35 @@ export interface ClaimedDelivery {
  * same subscription and subject. SKIP LOCKED lets every instance claim at once without waiting
  * on each other or taking the same row; the lease makes a dead instance's claims due again.
  */
-export async function claimDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await sql<ClaimedDelivery>`
-    with due as (
-      select d.id from webhook_deliveries d
+export async function claimDeliveries(
+  db: Db,
+  limit: number,
+  leaseMs: number,
+  ids?: readonly number[],
+): Promise<ClaimedDelivery[]> {
+  // By id (the deliveries this instance just queued): a primary-key lookup each (`id = any(…)`
+  // would let the planner walk the due index instead). Otherwise the due index in order, through
+  // migration 0013's function, whose plan stays an ordered index walk however stale the
+  // statistics are.
+  const due =
+    ids === undefined
+      ? sql`select id from webhook_due_deliveries(${limit}::integer) as id`
+      : sql`
+      select d.id from unnest(string_to_array(${ids.join(',')}, ',')::bigint[]) as x (id)
+        join webhook_deliveries d on d.id = x.id
        where d.status in ('pending', 'failed')
          and d.next_attempt_at <= now()
          and (d.leased_until is null or d.leased_until < now())
-         and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled)
+         and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
          and not exists (
            select 1 from webhook_deliveries p
             where p.subscription_id = d.subscription_id and p.subject = d.subject
-              and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed'))
-       order by d.next_attempt_at, d.id
-       limit ${limit}
-       for update of d skip locked
-    )
+              and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
+           offset 0)
+       order by d.id
+       for update of d skip locked`;
+  const { rows } = await sql<ClaimedDelivery>`
+    with due as (${due})
     update webhook_deliveries w
        set leased_until = now() + ${leaseMs} * interval '1 millisecond', attempts = w.attempts + 1,
            last_attempt_at = now()
@@ -72,6 +85,24 @@ export async function recordOutcome(db: Db, id: number, outcome: Outcome): Promi
     })
     .where('id', '=', id)
     .execute();
+}
+
+/**
+ * Records several deliveries as delivered in one statement (the dispatcher gathers those that
+ * finish while the previous such statement runs), releasing their leases.
+ */
+export async function recordDelivered(
+  db: Db,
+  delivered: readonly { id: number; responseStatus: number }[],
+): Promise<void> {
+  if (delivered.length === 0) return;
+  const ids = delivered.map((d) => String(d.id)).join(',');
+  const statuses = delivered.map((d) => String(d.responseStatus)).join(',');
+  await sql`
+    update webhook_deliveries w
+       set status = 'delivered', last_response_status = v.status, last_error = null, leased_until = null
+      from unnest(string_to_array(${ids}, ',')::bigint[], string_to_array(${statuses}, ',')::int[]) as v (id, status)
+     where w.id = v.id`.execute(db);
 }
 
 /** A receiver answered 410 Gone: no more deliveries to it until it is enabled again. */

@@ -11,6 +11,7 @@ import * as m0009 from './0009_events.js';
 import * as m0010 from './0010_webhook_subscriptions.js';
 import * as m0011 from './0011_webhook_deliveries.js';
 import * as m0012 from './0012_event_stream.js';
+import * as m0013 from './0013_webhook_notify_after_commit.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '0010_webhook_subscriptions': m0010,
   '0011_webhook_deliveries': m0011,
   '0012_event_stream': m0012,
+  '0013_webhook_notify_after_commit': m0013,
 };
