@@ -42,7 +42,7 @@ const BATCH = 32;
  * finished attempt) are served by one claim of several rows instead of a claim each. An idle
  * dispatcher claims at once, so a lone event waits for none of it.
  */
-const CLAIM_SPACING_MS = 20;
+const CLAIM_SPACING_MS = 5;
 /**
  * How long a claim is held: an attempt's time-out and 5 s more, at most 30 s (WEBHOOK_TIMEOUT_MS
  * is at most 25 s). A killed instance's claims are due again after it.
