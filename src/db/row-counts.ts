@@ -1,6 +1,6 @@
 // Exact row counts without counting (migration 0008): triggers keep them in row_counts, in the
-// same transaction as every insert, delete and status change, spread over 16 shard rows so that
-// concurrent writers rarely wait on one another. A read sums the shards: 16 rows by primary key.
+// same transaction as every insert, delete and status change, spread over 128 shard rows (migration 0014) so that
+// concurrent writers rarely wait on one another. A read sums the shards: up to 128 small rows.
 import { sql, type RawBuilder } from 'kysely';
 
 /** The counters kept: users, orders, and orders per status. */

@@ -12,6 +12,7 @@ import * as m0010 from './0010_webhook_subscriptions.js';
 import * as m0011 from './0011_webhook_deliveries.js';
 import * as m0012 from './0012_event_stream.js';
 import * as m0013 from './0013_webhook_notify_after_commit.js';
+import * as m0014 from './0014_row_count_shards.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '0011_webhook_deliveries': m0011,
   '0012_event_stream': m0012,
   '0013_webhook_notify_after_commit': m0013,
+  '0014_row_count_shards': m0014,
 };
