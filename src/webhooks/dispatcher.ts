@@ -32,6 +32,13 @@ import { signatureHeader } from './signing.js';
 
 /** The channel an instance notifies after it queued deliveries (LISTENed by every dispatcher). */
 const NOTIFY_CHANNEL = 'resource_api_webhooks';
+/**
+ * Dispatchers running in this process. The ids of new deliveries are queued per process
+ * (events/index.ts), so only a process's one dispatcher may claim them by id; where several
+ * apps share a process (tests, an embedding), each scans for due deliveries at every turn.
+ */
+let dispatchersInProcess = 0;
+
 /** NOTIFYs of one instance are at least this far apart (a busy instance's dispatcher needs none). */
 const NOTIFY_SPACING_MS = 50;
 
@@ -295,7 +302,13 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
    */
   let own: { id: number; misses: number }[] = [];
   async function claimOwn(room: number): Promise<ClaimedDelivery[]> {
-    for (const id of takeQueuedDeliveries()) own.push({ id, misses: 0 });
+    const queued = takeQueuedDeliveries();
+    if (dispatchersInProcess > 1) {
+      // Not ours alone: they may be another app's (another database). Scan instead.
+      state.scan = true;
+      return [];
+    }
+    for (const id of queued) own.push({ id, misses: 0 });
     if (own.length === 0) return [];
     const batch = own.slice(0, room);
     own = own.slice(batch.length);
@@ -362,6 +375,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
 
   let running: Promise<void> | undefined;
   app.addHook('onReady', async () => {
+    dispatchersInProcess++;
     running = loop();
     if (channel !== undefined) {
       await channel
@@ -380,6 +394,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   });
   app.addHook('onClose', async () => {
     await running;
+    if (running !== undefined) dispatchersInProcess--;
     await agent.close();
   });
 }
