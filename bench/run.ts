@@ -716,6 +716,36 @@ async function pendingDeliveries(port: number): Promise<number> {
   return Number(/^webhook_pending (\S+)/m.exec(text)?.[1] ?? NaN);
 }
 
+interface DeliveryFigures {
+  created: number;
+  p50: number;
+  p99: number;
+  max: number;
+  deliveredPerSecond: number;
+  pending: number[];
+}
+
+/**
+ * Waits (30 s at most) until every event in `sentAt` (subject → when its write was known to be
+ * committed) has arrived, and returns the latencies from then to arrival and the last backlog.
+ */
+async function deliveryFigures(
+  port: number,
+  receiver: Awaited<ReturnType<typeof webhookReceiver>>,
+  sentAt: Map<string, number>,
+  deliveredPerSecond: number,
+  pending: number[],
+): Promise<DeliveryFigures> {
+  for (let i = 0; i < 300 && [...sentAt.keys()].some((k) => !receiver.arrivals.has(k)); i++)
+    await new Promise((r) => setTimeout(r, 100));
+  pending.push(await pendingDeliveries(port));
+  const latencies = [...sentAt]
+    .map(([subject, at]) => (receiver.arrivals.get(subject) ?? Infinity) - at)
+    .sort((a, b) => a - b);
+  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
+  return { created: sentAt.size, p50: q(0.5), p99: q(0.99), max: latencies.at(-1) ?? NaN, deliveredPerSecond, pending };
+}
+
 /**
  * Creates orders at `perSecond` for `seconds` (from this process, on the load core), noting
  * when each answer arrived; returns the latencies to delivery and the delivery rate.
@@ -725,7 +755,7 @@ async function pacedOrders(
   receiver: Awaited<ReturnType<typeof webhookReceiver>>,
   perSecond: number,
   seconds: number,
-): Promise<{ created: number; p50: number; p99: number; max: number; deliveredPerSecond: number; pending: number[] }> {
+): Promise<DeliveryFigures> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const answered = new Map<string, number>();
   const post = (product: number) =>
@@ -769,23 +799,8 @@ async function pacedOrders(
   const elapsed = (performance.now() - started) / 1000;
   const deliveredPerSecond = (receiver.count() - delivered0) / elapsed;
   clearInterval(sampler);
-  // Every created order's event, delivered (30 s at most).
-  for (let i = 0; i < 300 && [...answered.keys()].some((k) => !receiver.arrivals.has(k)); i++)
-    await new Promise((r) => setTimeout(r, 100));
-  pending.push(await pendingDeliveries(port));
   agent.destroy();
-  const latencies = [...answered]
-    .map(([subject, at]) => (receiver.arrivals.get(subject) ?? Infinity) - at)
-    .sort((a, b) => a - b);
-  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
-  return {
-    created: answered.size,
-    p50: q(0.5),
-    p99: q(0.99),
-    max: latencies.at(-1) ?? NaN,
-    deliveredPerSecond,
-    pending,
-  };
+  return deliveryFigures(port, receiver, answered, deliveredPerSecond, pending);
 }
 
 /**
@@ -798,7 +813,7 @@ async function sqlEvents(
   receiver: Awaited<ReturnType<typeof webhookReceiver>>,
   perSecond: number,
   seconds: number,
-): Promise<{ created: number; p50: number; p99: number; max: number; deliveredPerSecond: number; pending: number[] }> {
+): Promise<DeliveryFigures> {
   const db = postgres(DB_URL, { max: 1, onnotice: () => {} });
   const committed = new Map<string, number>();
   const delivered0 = receiver.count();
@@ -834,22 +849,8 @@ async function sqlEvents(
   const elapsed = (performance.now() - started) / 1000;
   const deliveredPerSecond = (receiver.count() - delivered0) / elapsed;
   clearInterval(sampler);
-  for (let i = 0; i < 300 && [...committed.keys()].some((k) => !receiver.arrivals.has(k)); i++)
-    await new Promise((r) => setTimeout(r, 100));
-  pending.push(await pendingDeliveries(port));
   await db.end();
-  const latencies = [...committed]
-    .map(([subject, at]) => (receiver.arrivals.get(subject) ?? Infinity) - at)
-    .sort((a, b) => a - b);
-  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
-  return {
-    created: committed.size,
-    p50: q(0.5),
-    p99: q(0.99),
-    max: latencies.at(-1) ?? NaN,
-    deliveredPerSecond,
-    pending,
-  };
+  return deliveryFigures(port, receiver, committed, deliveredPerSecond, pending);
 }
 
 async function webhooks(): Promise<void> {
