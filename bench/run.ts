@@ -118,19 +118,37 @@ function cpuTicks(pid: number): number {
   }
 }
 
-/** CPU ticks of every PostgreSQL process, by pid (backends come and go). */
-function postgresTicks(): Map<number, number> {
-  const out = new Map<number, number>();
+/**
+ * CPU ticks of every PostgreSQL process, by pid (backends come and go), and what it is: `backend`
+ * for a client's connection, else its title (`walwriter`, `autovacuum worker`, `checkpointer`…).
+ */
+function postgresTicks(): Map<number, { ticks: number; kind: string }> {
+  const out = new Map<number, { ticks: number; kind: string }>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres')
-        out.set(Number(entry), cpuTicks(Number(entry)));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      const kind = /\(\d+\)|\[local\]/.test(title) ? 'backend' : (title.split(': ').at(-1) ?? title);
+      out.set(Number(entry), { ticks: cpuTicks(Number(entry)), kind });
     } catch {
       // gone
     }
   }
   return out;
+}
+
+/** PostgreSQL's CPU ticks between two readings, by kind of process. */
+function postgresDelta(
+  before: Map<number, { ticks: number }>,
+  after: Map<number, { ticks: number; kind: string }>,
+): Map<string, number> {
+  const byKind = new Map<string, number>();
+  for (const [pid, { ticks, kind }] of after) {
+    const delta = ticks - (before.get(pid)?.ticks ?? 0);
+    if (delta > 0) byKind.set(kind, (byKind.get(kind) ?? 0) + delta);
+  }
+  return byKind;
 }
 
 function rssMiB(pid: number): number {
@@ -210,6 +228,9 @@ interface Measurement {
   p99: number;
   serverUs: number;
   postgresUs: number;
+  /** Of postgresUs, in PostgreSQL's own processes (WAL writer, autovacuum, checkpointer…), not in backends. */
+  postgresBackgroundUs: number;
+  postgresByKind: Record<string, number>;
   requests: number;
 }
 
@@ -247,9 +268,8 @@ function wrk(server: Server, lua: string, seconds: number): Promise<Measurement>
       };
       if (r.errors > 0 || r.status > 0)
         return reject(new Error(`${server.name}: ${r.errors} socket errors, ${r.status} responses not 2xx/3xx`));
-      const after = postgresTicks();
-      let pgTicks = 0;
-      for (const [pid, ticks] of after) pgTicks += ticks - (before.pg.get(pid) ?? 0);
+      const byKind = postgresDelta(before.pg, postgresTicks());
+      const pgTicks = [...byKind.values()].reduce((a, b) => a + b, 0);
       const serverTicks = cpuTicks(server.pid) - before.server;
       resolve({
         rps: r.requests / (r.us / 1e6),
@@ -257,6 +277,8 @@ function wrk(server: Server, lua: string, seconds: number): Promise<Measurement>
         p99: r.p99 / 1000,
         serverUs: (serverTicks * TICK_US) / r.requests,
         postgresUs: (pgTicks * TICK_US) / r.requests,
+        postgresBackgroundUs: ((pgTicks - (byKind.get('backend') ?? 0)) * TICK_US) / r.requests,
+        postgresByKind: Object.fromEntries([...byKind].map(([k, t]) => [k, (t * TICK_US) / r.requests])),
         requests: r.requests,
       });
     });
@@ -910,7 +932,11 @@ async function webhooks(): Promise<void> {
       (active ? withOne : without).push(m);
       console.log(
         `round ${round}/${ROUNDS} POST /api/v1/orders, ${active ? 'one subscription' : 'none'}: ${f0(m.rps)} req/s, ` +
-          `p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request`,
+          `p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request ` +
+          `(${Object.entries(m.postgresByKind)
+            .sort((x, y) => y[1] - x[1])
+            .map(([k, us]) => `${k} ${f0(us)}`)
+            .join(', ')})`,
       );
       // The next round starts with no backlog.
       for (let i = 0; i < 600 && (await pendingDeliveries(pg.port)) > 0; i++)
