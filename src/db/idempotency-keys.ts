@@ -7,6 +7,7 @@
 // 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
 import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
 import type { Database, Db } from './database.js';
+import { committed, discardAfterCommit } from './transact.js';
 
 export interface IdempotencyKeysTable {
   subject: string;
@@ -100,7 +101,10 @@ export async function commitKeyed(
 ): Promise<void> {
   const { trx } = keyed;
   try {
-    if (discardWrites) await sql`rollback to savepoint ${SAVEPOINT}`.execute(trx);
+    if (discardWrites) {
+      await sql`rollback to savepoint ${SAVEPOINT}`.execute(trx);
+      discardAfterCommit(trx);
+    }
     // An expired row that the purge has not reached yet is replaced; a live one cannot exist
     // (the lock was held since it was found absent).
     await sql`
@@ -117,6 +121,7 @@ export async function commitKeyed(
     await rollbackKeyed(keyed);
     throw error;
   }
+  committed(trx);
 }
 
 /** Ends the request's transaction without keeping anything; safe to call more than once. */

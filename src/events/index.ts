@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/database.js';
+import { afterCommit } from '../db/transact.js';
 import type { EventType } from './event-types.js';
 import { insertEvent, type EventRow } from './events.repository.js';
 
@@ -35,10 +36,10 @@ const QUEUED_IDS_MAX = 10_000;
 let queuedIds: number[] = [];
 
 /**
- * The ids of deliveries this process queued since the last call (their transactions may not
- * all have committed, or may have rolled back: the dispatcher claims them by id, and one that
- * is not there, or not due yet, is simply not claimed). A primary-key claim instead of a scan of
- * the due index: under load, that index's head is dead rows until the next vacuum.
+ * The ids of deliveries this process queued and committed since the last call (the dispatcher
+ * claims them by id; one that is not due, an earlier event of its subject still undelivered, is
+ * left to its scan). A primary-key claim instead of a scan of the due index: under load, that
+ * index's head is dead rows until the next vacuum.
  */
 export function takeQueuedDeliveries(): number[] {
   const ids = queuedIds;
@@ -59,9 +60,13 @@ export async function recordEvent(trx: Transaction<Database>, event: NewEvent): 
   const deliveries = await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
   recorded++;
   if (deliveries.length > 0) {
-    queued++;
-    if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
-    queuedIds.push(...deliveries);
+    // Handed to the dispatcher once they are there to be claimed: a claim by id before the
+    // commit finds nothing, and the dispatcher would leave them to its slower scan.
+    afterCommit(trx, () => {
+      queued++;
+      if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
+      queuedIds.push(...deliveries);
+    });
   }
 }
 
