@@ -20,10 +20,12 @@ export interface ClaimedDelivery {
 }
 
 /**
- * Claims up to `limit` due deliveries for `leaseMs`: not delivered or dead, due, not leased by
- * a live dispatcher, of an enabled subscription, and with no earlier undelivered event for the
- * same subscription and subject. SKIP LOCKED lets every instance claim at once without waiting
- * on each other or taking the same row; the lease makes a dead instance's claims due again.
+ * Claims up to `limit` due deliveries for `leaseMs`, or the given ones among `ids` that are
+ * claimable: not delivered or dead, due, not leased by a live dispatcher, of an enabled
+ * subscription, and with no earlier undelivered event for the same subscription and subject.
+ * SKIP LOCKED lets every instance claim at once without waiting on each other or taking the
+ * same row; the lease makes a dead instance's claims due again. Migration 0016's function holds
+ * the SQL, so that its plans are generic and made once per connection.
  */
 export async function claimDeliveries(
   db: Db,
@@ -31,36 +33,9 @@ export async function claimDeliveries(
   leaseMs: number,
   ids?: readonly number[],
 ): Promise<ClaimedDelivery[]> {
-  // By id (the deliveries this instance just queued): a primary-key lookup each (`id = any(…)`
-  // would let the planner walk the due index instead). Otherwise the due index in order, through
-  // migration 0013's function, whose plan stays an ordered index walk however stale the
-  // statistics are.
-  const due =
-    ids === undefined
-      ? sql`select id from webhook_due_deliveries(${limit}::integer) as id`
-      : sql`
-      select d.id from unnest(string_to_array(${ids.join(',')}, ',')::bigint[]) as x (id)
-        join webhook_deliveries d on d.id = x.id
-       where d.status in ('pending', 'failed')
-         and d.next_attempt_at <= now()
-         and (d.leased_until is null or d.leased_until < now())
-         and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
-         and not exists (
-           select 1 from webhook_deliveries p
-            where p.subscription_id = d.subscription_id and p.subject = d.subject
-              and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
-           offset 0)
-       order by d.id
-       for update of d skip locked`;
   const { rows } = await sql<ClaimedDelivery>`
-    with due as (${due})
-    update webhook_deliveries w
-       set leased_until = now() + ${leaseMs} * interval '1 millisecond', attempts = w.attempts + 1,
-           last_attempt_at = now()
-      from due, webhook_subscriptions s, events e
-     where w.id = due.id and s.id = w.subscription_id and e.sequence = w.event_sequence
-    returning w.id, w.subscription_id, w.attempts, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at,
-              e.id::text as event_id, e.type as event_type, e.subject, e.time, e.data`.execute(db);
+    select * from webhook_claim(string_to_array(${ids === undefined ? null : ids.join(',')}, ',')::bigint[],
+                                ${limit}::integer, ${leaseMs}::integer)`.execute(db);
   return rows;
 }
 
@@ -99,10 +74,9 @@ export async function recordDelivered(
   const ids = delivered.map((d) => String(d.id)).join(',');
   const statuses = delivered.map((d) => String(d.responseStatus)).join(',');
   await sql`
-    update webhook_deliveries w
-       set status = 'delivered', last_response_status = v.status, last_error = null, leased_until = null
-      from unnest(string_to_array(${ids}, ',')::bigint[], string_to_array(${statuses}, ',')::int[]) as v (id, status)
-     where w.id = v.id`.execute(db);
+    select webhook_record_delivered(string_to_array(${ids}, ',')::bigint[], string_to_array(${statuses}, ',')::int[])`.execute(
+    db,
+  );
 }
 
 /** A receiver answered 410 Gone: no more deliveries to it until it is enabled again. */

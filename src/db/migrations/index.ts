@@ -13,6 +13,8 @@ import * as m0011 from './0011_webhook_deliveries.js';
 import * as m0012 from './0012_event_stream.js';
 import * as m0013 from './0013_webhook_notify_after_commit.js';
 import * as m0014 from './0014_row_count_shards.js';
+import * as m0015 from './0015_row_counts_plpgsql.js';
+import * as m0016 from './0016_webhook_claim_functions.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -30,4 +32,6 @@ export const migrations: Record<string, Migration> = {
   '0012_event_stream': m0012,
   '0013_webhook_notify_after_commit': m0013,
   '0014_row_count_shards': m0014,
+  '0015_row_counts_plpgsql': m0015,
+  '0016_webhook_claim_functions': m0016,
 };
