@@ -229,4 +229,31 @@ describe('retention', () => {
     expect(await purgeExpiredEvents(app, new Date(Date.now() + 8 * 86_400_000))).toBe(before - 25);
     expect(await count()).toBe(0);
   });
+
+  it('deletes the webhook deliveries of the events it purges', async () => {
+    await createUser(app);
+    await sql`
+      with s as (
+        insert into webhook_subscriptions (url, events, secret)
+        values ('https://hooks.example.com/in', array['*'], 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')
+        returning id
+      ), e as (
+        insert into events (id, type, subject, time, data)
+        select gen_random_uuid(), 'user.deleted', 'users/' || g, now() - interval '8 days', '{"id":' || g || '}'
+          from generate_series(1, 5) g
+        returning sequence, subject
+      )
+      insert into webhook_deliveries (subscription_id, event_sequence, subject)
+      select s.id, e.sequence, e.subject from s, e`.execute(app.db);
+    const deliveries = async () =>
+      (await sql<{ n: number }>`select count(*)::int as n from webhook_deliveries`.execute(app.db)).rows[0]!.n;
+    const before = await deliveries();
+    expect(before).toBeGreaterThanOrEqual(5);
+    await purgeExpiredEvents(app);
+    expect(await deliveries()).toBe(before - 5);
+    const orphans = await sql<{ n: number }>`
+      select count(*)::int as n from webhook_deliveries d
+       where not exists (select 1 from events e where e.sequence = d.event_sequence)`.execute(app.db);
+    expect(orphans.rows[0]!.n).toBe(0);
+  });
 });
