@@ -49,7 +49,7 @@ const BATCH = 32;
  * finished attempt) are served by one claim of several rows instead of a claim each. An idle
  * dispatcher claims at once, so a lone event waits for none of it.
  */
-const CLAIM_SPACING_MS = 5;
+const CLAIM_SPACING_MS = 10;
 /**
  * Delivered outcomes are written at most this often: those that finish meanwhile go into one
  * statement (a lease is seconds long, so a few ms more before it is released changes nothing).
