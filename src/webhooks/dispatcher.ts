@@ -269,9 +269,9 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       if (!allowPrivateNetworks && target.privateLiteral !== undefined) {
         throw new RefusedAddress(`refused to connect: ${target.privateLiteral} is not a public address`);
       }
-      // The attempt's whole time, connection to last byte. A controller and a plain timer:
-      // AbortSignal.timeout cost ~100 µs of CPU per attempt here, a timer of one duration next
-      // to nothing (undici's own time-outs bound each phase, not the whole).
+      // The attempt's whole time, connection to last byte (undici's own time-outs bound each
+      // phase, not the whole). A controller and a plain timer: AbortSignal.timeout was among the
+      // larger costs of a delivery in the server's profile.
       const controller = new AbortController();
       timer = setTimeout(() => {
         controller.abort(new Error(`timeout: no complete answer within ${String(timeoutMs)} ms`));
