@@ -20,7 +20,7 @@ import problems, { sendProblem } from './http/problems/error-handler.js';
 import rateLimit from './http/rate-limit.js';
 import { plain } from './http/problems/to-problem.js';
 import timeouts from './http/timeouts.js';
-import requestContext, { genReqId } from './http/request-context.js';
+import requestContext, { genReqId, REQUEST_ID_LOG_LABEL } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
 import { createValidatorCompiler } from './http/validation.js';
 import versioning, { versionRewriter } from './http/versioning.js';
@@ -74,7 +74,7 @@ export async function buildApp({
     genReqId,
     requestIdHeader: false, // genReqId reads and checks X-Request-Id itself
     // request-context logs one line per request, in place of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_LOG_LABEL }),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
     routerOptions: { maxParamLength: 200 },

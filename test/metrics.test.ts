@@ -28,6 +28,35 @@ describe('GET /metrics on METRICS_PORT', () => {
     expect(text).toMatch(
       /http_request_duration_seconds_bucket\{le="0\.005",method="POST",route="\/api\/v1\/users\/?",status_code="201"\} \d+/,
     );
+    // The histogram of the two 200s: cumulative buckets that end at the count, a sum and a count.
+    const series = 'method="GET",route="/api/v1/users/:id",status_code="200"';
+    expect(text).toContain('# TYPE http_request_duration_seconds histogram');
+    const buckets = [...text.matchAll(/^http_request_duration_seconds_bucket\{le="([^"]+)",(.*)\} (\S+)$/gm)]
+      .filter((m) => m[2] === series)
+      .map((m) => ({ le: m[1], value: Number(m[3]) }));
+    expect(buckets.map((b) => b.le)).toEqual([
+      '0.001',
+      '0.0025',
+      '0.005',
+      '0.01',
+      '0.025',
+      '0.05',
+      '0.1',
+      '0.25',
+      '0.5',
+      '1',
+      '2.5',
+      '+Inf',
+    ]);
+    expect(buckets.every((b, i) => i === 0 || b.value >= (buckets[i - 1]?.value ?? 0))).toBe(true);
+    expect(buckets.at(-1)?.value).toBe(2);
+    expect(text).toContain(`http_request_duration_seconds_count{${series}} 2`);
+    expect(text).toMatch(
+      new RegExp(
+        `^http_request_duration_seconds_sum\\{${series.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\} 0\\.\\d+$`,
+        'm',
+      ),
+    );
     expect(text).toContain('process_cpu_user_seconds_total');
     expect(text).not.toContain(`/api/v1/users/${user.id}"`);
   });

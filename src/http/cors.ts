@@ -112,6 +112,10 @@ export function corsPolicies(allowedOrigins: readonly string[]): CorsPolicy[] {
 /** Adds fields to Vary, keeping what is there and listing each once. */
 export function appendVary(reply: FastifyReply, ...fields: string[]): void {
   const current = reply.getHeader('vary');
+  if (current === undefined && fields.length === 1) {
+    reply.header('vary', fields[0]);
+    return;
+  }
   const list = typeof current === 'string' && current !== '' ? current.split(',').map((f) => f.trim()) : [];
   const lower = new Set(list.map((f) => f.toLowerCase()));
   for (const field of fields) if (!lower.has(field.toLowerCase())) list.push(field);
@@ -119,8 +123,24 @@ export function appendVary(reply: FastifyReply, ...fields: string[]): void {
 }
 
 async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): Promise<void> {
-  const policies = corsPolicies(app.config.corsAllowedOrigins);
-  const policyFor = (path: string) => policies.find((p) => `${path}/`.startsWith(p.prefix));
+  // Each policy's decision per Origin value is kept: a service sees few origins, and checking
+  // one normalizes it with a regular expression. Bounded: a flood of made-up origins only
+  // empties the memo.
+  const policies = corsPolicies(app.config.corsAllowedOrigins).map((policy) => {
+    const decided = new Map<string, boolean>();
+    const allowsOrigin = (origin: string): boolean => {
+      let allowed = decided.get(origin);
+      if (allowed === undefined) {
+        allowed = policy.allowsOrigin(origin);
+        if (decided.size >= 1000) decided.clear();
+        decided.set(origin, allowed);
+      }
+      return allowed;
+    };
+    return { ...policy, allowsOrigin, root: policy.prefix.slice(0, -1) };
+  });
+  // `/api/public` and everything under `/api/public/` fall under the `/api/public/` policy.
+  const policyFor = (path: string) => policies.find((p) => path.startsWith(p.prefix) || path === p.root);
 
   app.addHook('onRequest', (request, reply, done) => {
     const path = requestPath(request);

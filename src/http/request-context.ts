@@ -2,7 +2,8 @@
 // line per request, and the headers every response carries (DESIGN §7).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 import fp from 'fastify-plugin';
 
 declare module 'fastify' {
@@ -20,7 +21,73 @@ export function genReqId(req: IncomingMessage): string {
   return typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
 }
 
+/** The log field that carries the request id (app.ts gives Fastify the same label). */
+export const REQUEST_ID_LOG_LABEL = 'requestId';
+
+type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+
+/** pino's own check; a logger without one is asked to write and decides itself. */
+function isLevelEnabled(logger: FastifyBaseLogger, level: Level): boolean {
+  return (logger as Partial<Pick<Logger, 'isLevelEnabled'>>).isLevelEnabled?.(level) ?? true;
+}
+
+/**
+ * A request's logger, made into pino's child (its bindings serialized) only when a line is
+ * written at an enabled level. Most requests write none through it (their one line goes out
+ * through the app's logger, below), so a child per request was garbage on the hot path.
+ */
+class RequestLogger {
+  #child: FastifyBaseLogger | undefined;
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+  #real(): FastifyBaseLogger {
+    return (this.#child ??= this.parent.child(this.bindings, this.options));
+  }
+  #write(level: Level, args: unknown[]): void {
+    if (!isLevelEnabled(this.#child ?? this.parent, level)) return;
+    (this.#real() as unknown as Record<Level, (...a: unknown[]) => void>)[level](...args);
+  }
+  get level(): string {
+    return (this.#child ?? this.parent).level;
+  }
+  set level(level: string) {
+    this.#real().level = level;
+  }
+  fatal(...args: unknown[]): void {
+    this.#write('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.#write('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.#write('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.#write('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.#write('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.#write('trace', args);
+  }
+  silent(): void {}
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#real().child(bindings, options);
+  }
+}
+
 async function requestContext(app: FastifyInstance): Promise<void> {
+  // A route or plugin with its own log level or serializers gets pino's child at once.
+  app.setChildLoggerFactory((logger, bindings, options) =>
+    options.level === undefined && options.serializers === undefined
+      ? new RequestLogger(logger, bindings, options)
+      : logger.child(bindings, options),
+  );
+
   // Once shutdown starts, each response closes its connection, so that a request in flight at
   // SIGTERM does not leave a keep-alive socket holding the process for its idle timeout.
   let closing = false;
@@ -39,15 +106,19 @@ async function requestContext(app: FastifyInstance): Promise<void> {
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
+    const level = request.routeOptions.config.probe === true ? 'debug' : 'info';
+    if (!isLevelEnabled(app.log, level)) return done();
     const line = {
+      [REQUEST_ID_LOG_LABEL]: request.id,
       method: request.method,
       url: request.originalUrl,
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
     };
-    // Health probes arrive every few seconds from every load balancer: logged at debug only.
-    if (request.routeOptions.config.probe === true) request.log.debug(line, 'request completed');
-    else request.log.info(line, 'request completed');
+    // Written through the app's logger with the id in the line (the fields a child's line
+    // has), so that no child logger is made for it. Health probes arrive every few seconds
+    // from every load balancer: logged at debug only.
+    app.log[level](line, 'request completed');
     done();
   });
 }

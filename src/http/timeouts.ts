@@ -8,20 +8,18 @@ import { problemContext, sendProblem } from './problems/error-handler.js';
 import { RequestTimedOut } from '../errors.js';
 import { toProblem } from './problems/to-problem.js';
 
-const kDeadline = Symbol('deadline');
-type Timed = FastifyReply & { [kDeadline]: number };
-
 async function timeouts(app: FastifyInstance): Promise<void> {
   const limit = app.config.timeouts.requestMs;
-  const inflight = new Set<Timed>();
+  // A request's age is Fastify's own (reply.elapsedTime, from the clock it starts for every
+  // request), read only by the sweep: nothing is stored on the reply.
+  const inflight = new Set<FastifyReply>();
 
   app.addHook('onRequest', (_request, reply, done) => {
-    (reply as Timed)[kDeadline] = Date.now() + limit;
-    inflight.add(reply as Timed);
+    inflight.add(reply);
     done();
   });
   app.addHook('onResponse', (_request, reply, done) => {
-    inflight.delete(reply as Timed);
+    inflight.delete(reply);
     done();
   });
   // A request whose client went away never reaches onResponse: the sweep drops it at its
@@ -29,9 +27,8 @@ async function timeouts(app: FastifyInstance): Promise<void> {
 
   const sweep = setInterval(
     () => {
-      const now = Date.now();
       for (const reply of inflight) {
-        if (reply[kDeadline] > now) continue;
+        if (reply.elapsedTime < limit) continue;
         inflight.delete(reply);
         if (reply.sent || reply.raw.headersSent || reply.raw.destroyed) continue;
         reply.request.log.warn({ timeoutMs: limit }, 'request timed out');

@@ -34,13 +34,19 @@ export function vendorMediaType(vendor: string, version: number): string {
   return `application/vnd.${vendor}.v${version}+json`;
 }
 
+const vendorPatterns = new Map<string, RegExp>();
+
 /** The vendor versions Accept names, most preferred first (q-values honoured, q=0 ignored). */
 export function acceptedVersions(accept: string | undefined, vendor: string): number[] {
   if (accept === undefined) return [];
-  const pattern = new RegExp(
-    `^application/vnd\\.${vendor.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d{1,4})\\+json$`,
-    'i',
-  );
+  let pattern = vendorPatterns.get(vendor);
+  if (pattern === undefined) {
+    pattern = new RegExp(
+      `^application/vnd\\.${vendor.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.v(\\d{1,4})\\+json$`,
+      'i',
+    );
+    vendorPatterns.set(vendor, pattern);
+  }
   const found: { version: number; q: number; index: number }[] = [];
   accept.split(',').forEach((range, index) => {
     const [type, ...params] = range.split(';').map((p) => p.trim());
@@ -129,12 +135,23 @@ export function negotiate(
 }
 
 const kNegotiation = Symbol('negotiation');
+const VERSIONED_PATH = /^\/api\/v\d+\/(?:users|orders)(?=\/|$|\?)/;
+const VENDOR_TYPE = /vnd\./i;
 type NegotiatedRequest = IncomingMessage & { [kNegotiation]?: Negotiation };
 
 /** Fastify's rewriteUrl: decides before routing, and routes an unversioned path to its version. */
 export function versionRewriter(vendor: string): (req: IncomingMessage) => string {
   return (req) => {
     const url = req.url ?? '/';
+    // The common case: a path that names its version, and neither X-API-Version nor a vendor
+    // type in Accept. There is nothing to decide, check or answer with (negotiate() agrees).
+    const { accept } = req.headers;
+    if (
+      req.headers['x-api-version'] === undefined &&
+      (accept === undefined || !VENDOR_TYPE.test(accept)) &&
+      VERSIONED_PATH.test(url)
+    )
+      return url;
     const negotiation = negotiate(url, req.headers, vendor);
     if (negotiation === undefined) return url;
     (req as NegotiatedRequest)[kNegotiation] = negotiation;
