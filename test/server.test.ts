@@ -170,4 +170,17 @@ describe.runIf(run)('the server process', () => {
     // Health probes are logged at debug only: nothing at info.
     expect(server.logs.filter((l) => l.requestId === 'probe-43' || l.requestId === 'probe-44')).toEqual([]);
   });
+
+  it('writes a buffered line out within the flush period, while the server keeps running', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    await fetch(`${server.url}/api/public/problems/conflict`, { headers: { 'x-request-id': 'flushed-45' } });
+    const deadline = Date.now() + 2000;
+    while (!server.logs.some((l) => l.requestId === 'flushed-45') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const seen = server.logs.some((l) => l.requestId === 'flushed-45');
+    await server.stop();
+
+    expect(seen).toBe(true);
+  });
 });

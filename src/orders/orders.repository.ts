@@ -43,12 +43,22 @@ export function lockOrder(
   return query.forUpdate().executeTakeFirst();
 }
 
-export function insertOrder(db: Db, row: NewOrderRow): Promise<OrderRow> {
-  return db.insertInto('orders').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
-export async function insertOrderItems(db: Db, items: OrderItemRow[]): Promise<void> {
-  await db.insertInto('order_items').values(items).execute();
+/**
+ * Inserts the order and its items in one statement (one round trip): the items' insert reads
+ * the new order's id from the order's insert, a sibling in the same WITH.
+ */
+export function insertOrderWithItems(
+  db: Db,
+  row: NewOrderRow,
+  items: readonly Omit<OrderItemRow, 'order_id'>[],
+): Promise<OrderRow> {
+  const orderId = sql<number>`(select id from placed)`;
+  return db
+    .with('placed', (qc) => qc.insertInto('orders').values(row).returningAll())
+    .with('lines', (qc) => qc.insertInto('order_items').values(items.map((item) => ({ ...item, order_id: orderId }))))
+    .selectFrom('placed')
+    .selectAll()
+    .executeTakeFirstOrThrow();
 }
 
 export function findOrderItems(db: Db, orderId: number): Promise<OrderItemRow[]> {

@@ -122,15 +122,15 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
         unit_price: product.price,
       });
     }
-    const order = await repo.insertOrder(trx, {
-      customer_id: customerId,
-      status: 'PENDING',
-      total: orderTotal(items.map((i) => ({ unitPrice: i.unit_price, quantity: i.quantity }))),
-      item_count: items.length,
-    });
-    await repo.insertOrderItems(
+    const order = await repo.insertOrderWithItems(
       trx,
-      items.map((i) => ({ ...i, order_id: order.id })),
+      {
+        customer_id: customerId,
+        status: 'PENDING',
+        total: orderTotal(items.map((i) => ({ unitPrice: i.unit_price, quantity: i.quantity }))),
+        item_count: items.length,
+      },
+      items,
     );
     const detail = toOrderDetail(order);
     await recordEvent(trx, {
