@@ -252,6 +252,26 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
       'r=0',
     ]);
   });
+
+  it('counts every hit of concurrent requests, of one caller and of several, as requests one by one would', async () => {
+    await clearOfBoundary();
+    const [a, b] = [await aCaller(), await aCaller()];
+    const get = (auth: string) =>
+      one.app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } });
+
+    const answers = await Promise.all([get(a), get(b), get(a), get(a), get(b), get(a), get(a)]);
+    const ofA = answers.filter((_, i) => [0, 2, 3, 5, 6].includes(i));
+    const ofB = [answers[1], answers[4]];
+
+    expect(ofA.map((r) => r.statusCode).sort()).toEqual([200, 200, 200, 200, 429]);
+    expect(
+      ofA
+        .filter((r) => r.statusCode === 200)
+        .map((r) => String(r.headers.ratelimit).split(';')[1])
+        .sort(),
+    ).toEqual(['r=0', 'r=1', 'r=2', 'r=3']);
+    expect(ofB.map((r) => String(r?.headers.ratelimit).split(';')[1]).sort()).toEqual(['r=2', 'r=3']);
+  });
 });
 
 describe.runIf(runRedis)('when Redis cannot answer', async () => {
