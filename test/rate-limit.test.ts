@@ -270,7 +270,7 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
         .map((r) => String(r.headers.ratelimit).split(';')[1])
         .sort(),
     ).toEqual(['r=0', 'r=1', 'r=2', 'r=3']);
-    expect(ofB.map((r) => String(r?.headers.ratelimit).split(';')[1]).sort()).toEqual(['r=2', 'r=3']);
+    expect(ofB.map((r) => String(r.headers.ratelimit).split(';')[1]).sort()).toEqual(['r=2', 'r=3']);
   });
 });
 
