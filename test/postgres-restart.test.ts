@@ -9,6 +9,9 @@ const run = engine === 'postgres' && privatePostgresUnavailable === undefined;
 if (engine === 'postgres' && !run) console.warn(`SKIPPED postgres-restart.test.ts: ${privatePostgresUnavailable}`);
 
 describe.runIf(run)('a PostgreSQL restart under a running service', async () => {
+  // A skipped suite's body still runs at collection: without this, every run of the embedded
+  // project started a private cluster that no afterAll stopped.
+  if (!run) return;
   const pg = await createPrivatePostgres();
   afterAll(() => {
     pg.destroy();
