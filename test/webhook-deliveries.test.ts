@@ -116,6 +116,21 @@ async function deliveriesOf(subscriptionId: number) {
 
 const at = (path: string) => rx.received.filter((r) => r.path === path);
 
+describe('recording delivered attempts', () => {
+  it('finds the deliveries by primary key, never by reading the whole table (migration 0018)', async () => {
+    // The function's plan is made once per session; planned on a small table it was a sequential
+    // scan that the session kept as the table grew. pg_stat_xact_user_tables counts this
+    // transaction's scans only.
+    const seqScans = await app.db.transaction().execute(async (trx) => {
+      await sql`select webhook_record_delivered(array[-1]::bigint[], array[204]::integer[])`.execute(trx);
+      const { rows } = await sql<{ seq_scan: string | number }>`select seq_scan from pg_stat_xact_user_tables
+          where relname = 'webhook_deliveries'`.execute(trx);
+      return Number(rows[0]?.seq_scan);
+    });
+    expect(seqScans).toBe(0);
+  });
+});
+
 describe('a delivery', () => {
   it('is a CloudEvent, signed so that a Standard Webhooks library verifies it', async () => {
     const sub = await subscribe('/ok/signed');

@@ -16,6 +16,7 @@ import * as m0014 from './0014_row_count_shards.js';
 import * as m0015 from './0015_row_counts_plpgsql.js';
 import * as m0016 from './0016_webhook_claim_functions.js';
 import * as m0017 from './0017_deliveries_event_key.js';
+import * as m0018 from './0018_record_delivered_plan.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -36,4 +37,5 @@ export const migrations: Record<string, Migration> = {
   '0015_row_counts_plpgsql': m0015,
   '0016_webhook_claim_functions': m0016,
   '0017_deliveries_event_key': m0017,
+  '0018_record_delivered_plan': m0018,
 };
