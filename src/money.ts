@@ -24,11 +24,6 @@ export function lineTotal(unitPrice: string, quantity: number): string {
   return fromCents(toCents(unitPrice) * BigInt(quantity));
 }
 
-/** Σ unit price × quantity, exactly. */
-export function orderTotal(lines: readonly { unitPrice: string; quantity: number }[]): string {
-  return fromCents(lines.reduce((sum, l) => sum + toCents(l.unitPrice) * BigInt(l.quantity), 0n));
-}
-
 /** A JSON number that prints exactly as the decimal string (two places at most). */
 export function toJsonNumber(amount: string): number {
   return Number(amount);

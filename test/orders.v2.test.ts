@@ -113,6 +113,64 @@ describe('POST /api/v2/orders', () => {
     expect(unknown.json()).toMatchObject({ detail: 'Customer 987654321 does not exist.', customerId: 987654321 });
   });
 
+  it('sums the lines in exact decimals (0.10 + 0.20 is 0.30, not 0.30000000000000004)', async () => {
+    const customer = await aCustomer(app);
+    const dime = await createProduct(app, { price: 0.1 }, 10);
+    const twenty = await createProduct(app, { price: 0.2 }, 10);
+
+    const response = await create(customer.auth, {
+      customerId: customer.id,
+      items: [
+        { productId: dime.id, quantity: 1 },
+        { productId: twenty.id, quantity: 1 },
+      ],
+    });
+
+    expect(response.statusCode).toBe(201);
+    expect(response.body).toContain('"total":0.3,');
+  });
+
+  it('names the first short line in product order, with what is available, and reserves nothing', async () => {
+    const customer = await aCustomer(app);
+    const scarce = await createProduct(app, {}, 1);
+    const alsoScarce = await createProduct(app, {}, 0);
+    const plenty = await createProduct(app, {}, 10);
+
+    const response = await create(customer.auth, {
+      customerId: customer.id,
+      items: [
+        { productId: plenty.id, quantity: 1 },
+        { productId: alsoScarce.id, quantity: 1 },
+        { productId: scarce.id, quantity: 3 },
+      ],
+    });
+
+    expect(response.statusCode).toBe(422);
+    expect(response.json()).toMatchObject({
+      detail: `Not enough stock for product ${scarce.id}: 3 requested, 1 available.`,
+      productId: scarce.id,
+    });
+    expect(await stockOf(app, plenty.id)).toEqual({ available: 10, reserved: 0 });
+    expect(await stockOf(app, scarce.id)).toEqual({ available: 1, reserved: 0 });
+  });
+
+  it('places concurrent orders of the same products listed in opposite orders (no deadlock)', async () => {
+    const customer = await aCustomer(app);
+    const a = await createProduct(app, {}, 100);
+    const b = await createProduct(app, {}, 100);
+    const c = await createProduct(app, {}, 100);
+    const forward = [a, b, c].map((p) => ({ productId: p.id, quantity: 1 }));
+
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        create(customer.auth, { customerId: customer.id, items: i % 2 === 0 ? forward : [...forward].reverse() }),
+      ),
+    );
+
+    expect(responses.map((r) => r.statusCode)).toEqual(responses.map(() => 201));
+    for (const p of [a, b, c]) expect(await stockOf(app, p.id)).toEqual({ available: 70, reserved: 30 });
+  });
+
   it('adds up repeated lines for one product', async () => {
     const customer = await aCustomer(app);
     const product = await createProduct(app, { price: 1 }, 10);

@@ -7,7 +7,7 @@ import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.j
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
 import type { OrderStatus } from './order-status.js';
-import type { NewOrderRow, OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
+import type { OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
 
 /** Which orders a caller may see: all (admin), or one customer's. */
 export type Visibility = { customerId: number | undefined } | 'all';
@@ -43,22 +43,88 @@ export function lockOrder(
   return query.forUpdate().executeTakeFirst();
 }
 
+/** placeStatement's one row: the order's columns are all null when it was not placed. */
+type PlacementRow = { customer_found: boolean; reserved: string | null } & (OrderRow | { [K in keyof OrderRow]: null });
+
+/** What placing an order did: the order, or why there is none. */
+export interface Placement {
+  /** The customer exists. */
+  customerFound: boolean;
+  /** The products whose stock was reserved (every line's, when `order` is there). */
+  reserved: number[];
+  order: OrderRow | undefined;
+}
+
 /**
- * Inserts the order and its items in one statement (one round trip): the items' insert reads
- * the new order's id from the order's insert, a sibling in the same WITH.
+ * Places an order in one statement (one round trip, DESIGN §5): finds the customer, locks every
+ * line's stock row in product order (two orders of the same products cannot deadlock),
+ * reserves each line that has the units, and only when the customer exists and every line was
+ * reserved inserts the order, its total (exact numeric), and its items with each product's
+ * name and price at this moment. A line it could not reserve leaves the other lines' stock
+ * taken: the caller rolls the transaction back (`reserved` says which lines were).
+ * `lines` are [productId, quantity] in product order, each product once; line numbers follow it.
  */
-export function insertOrderWithItems(
+const placeStatement = prepare(4, (db, customerId: number, productIds: string, quantities: string, lineCount: number) =>
+  compilable<PlacementRow>(
+    db,
+    sql`
+      with customer as (select exists (select 1 from users where id = ${customerId}::bigint) as found),
+      wanted as (
+        select w.product_id, w.quantity, w.line_no::int as line_no
+          from unnest(string_to_array(${productIds}, ',')::bigint[], string_to_array(${quantities}, ',')::int[])
+               with ordinality as w(product_id, quantity, line_no)
+      ),
+      locked as materialized (
+        select s.product_id from stock s, customer c
+         where c.found and s.product_id in (select product_id from wanted)
+         order by s.product_id
+           for update of s
+      ),
+      reserved as (
+        update stock s
+           set available = s.available - w.quantity, reserved = s.reserved + w.quantity, updated_at = now()
+          from locked l join wanted w on w.product_id = l.product_id
+         where s.product_id = l.product_id and s.available >= w.quantity
+        returning s.product_id, w.quantity, w.line_no
+      ),
+      lines as (
+        select r.line_no, r.product_id, p.name, p.price, r.quantity
+          from reserved r join products p on p.id = r.product_id
+      ),
+      placed as (
+        insert into orders (customer_id, status, total, item_count)
+        select ${customerId}::bigint, 'PENDING', sum(l.price * l.quantity), count(*) from lines l
+        having count(*) = ${lineCount}::bigint
+        returning *
+      ),
+      items as (
+        insert into order_items (order_id, line_no, product_id, product_name, quantity, unit_price)
+        select o.id, l.line_no, l.product_id, l.name, l.quantity, l.price from placed o, lines l
+      )
+      select c.found as customer_found, (select string_agg(product_id::text, ',') from reserved) as reserved, o.*
+        from customer c left join placed o on true`,
+  ),
+);
+
+export async function placeOrderRows(
   db: Db,
-  row: NewOrderRow,
-  items: readonly Omit<OrderItemRow, 'order_id'>[],
-): Promise<OrderRow> {
-  const orderId = sql<number>`(select id from placed)`;
-  return db
-    .with('placed', (qc) => qc.insertInto('orders').values(row).returningAll())
-    .with('lines', (qc) => qc.insertInto('order_items').values(items.map((item) => ({ ...item, order_id: orderId }))))
-    .selectFrom('placed')
-    .selectAll()
-    .executeTakeFirstOrThrow();
+  customerId: number,
+  lines: readonly (readonly [productId: number, quantity: number])[],
+): Promise<Placement> {
+  const [row] = await placeStatement(
+    db,
+    customerId,
+    lines.map(([productId]) => productId).join(','),
+    lines.map(([, quantity]) => quantity).join(','),
+    lines.length,
+  );
+  if (row === undefined) throw new Error('placing an order returned no row');
+  const { customer_found: customerFound, reserved, ...order } = row;
+  return {
+    customerFound,
+    reserved: reserved === null ? [] : reserved.split(',').map(Number),
+    order: order.id === null ? undefined : order,
+  };
 }
 
 export function findOrderItems(db: Db, orderId: number): Promise<OrderItemRow[]> {

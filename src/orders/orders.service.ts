@@ -5,9 +5,8 @@ import type { Db } from '../db/database.js';
 import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
-import { findStock, moveStock, reserveStock } from '../products/index.js';
-import { userExists } from '../users/index.js';
-import { lineTotal, orderTotal, toJsonNumber } from '../money.js';
+import { findStock, moveStock } from '../products/index.js';
+import { lineTotal, toJsonNumber } from '../money.js';
 import {
   holdsReservation,
   isEditable,
@@ -107,31 +106,16 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   const lines = [...quantities].sort(([a], [b]) => a - b);
 
   return transact(db, async (trx) => {
-    if (!(await userExists(trx, customerId)))
+    const placed = await repo.placeOrderRows(trx, customerId, lines);
+    if (!placed.customerFound)
       throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
-
-    const items: Omit<OrderItemRow, 'order_id'>[] = [];
-    for (const [productId, quantity] of lines) {
-      const product = await reserveStock(trx, productId, quantity);
-      if (product === undefined) throw await whyNotReserved(trx, productId, quantity);
-      items.push({
-        line_no: items.length + 1,
-        product_id: productId,
-        product_name: product.name,
-        quantity,
-        unit_price: product.price,
-      });
+    const order = placed.order;
+    if (order === undefined) {
+      // The first line (in product order) whose stock could not be reserved; the transaction
+      // rolls back the lines that were.
+      const [productId, quantity] = lines.find(([id]) => !placed.reserved.includes(id)) ?? lines[0] ?? [0, 0];
+      throw await whyNotReserved(trx, productId, quantity);
     }
-    const order = await repo.insertOrderWithItems(
-      trx,
-      {
-        customer_id: customerId,
-        status: 'PENDING',
-        total: orderTotal(items.map((i) => ({ unitPrice: i.unit_price, quantity: i.quantity }))),
-        item_count: items.length,
-      },
-      items,
-    );
     const detail = toOrderDetail(order);
     await recordEvent(trx, {
       type: 'order.created',

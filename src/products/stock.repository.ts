@@ -26,25 +26,6 @@ export function setAvailable(db: Db, productId: number, available: number): Prom
     .executeTakeFirst();
 }
 
-/**
- * Moves `quantity` units from available to reserved, only if that many are available, and
- * returns the product's name and price for the order line; undefined when it could not.
- */
-export async function reserveStock(
-  db: Db,
-  productId: number,
-  quantity: number,
-): Promise<{ name: string; price: string } | undefined> {
-  const { rows } = await sql<{ name: string; price: string }>`
-    with reserved as (
-      update stock set available = available - ${quantity}, reserved = reserved + ${quantity}, updated_at = now()
-      where product_id = ${productId} and available >= ${quantity}
-      returning product_id
-    )
-    select p.name, p.price from products p join reserved r on r.product_id = p.id`.execute(db);
-  return rows[0];
-}
-
 /** A quantity of one product: an order line, as far as stock is concerned. */
 export interface StockLine {
   productId: number;
