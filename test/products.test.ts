@@ -41,6 +41,20 @@ describe('POST /api/products', () => {
     expect((await api({ method: 'GET', url: `/api/products/${product.id}` })).body).toContain('"price":0.07');
   });
 
+  it('takes every price of two decimal places up to the maximum, and refuses a third place at any size', async () => {
+    // Dividing by 0.01 in binary floating point failed 1234567.89, 111848.18 and 9999999999.99.
+    for (const price of [0.07, 1.13, 111848.18, 1234567.89, 9999999999.99]) {
+      const product = await createProduct(app, { price });
+      expect((await api({ method: 'GET', url: `/api/products/${product.id}` })).body).toContain(`"price":${price},`);
+    }
+    for (const price of [0.005, 1.001, 1234567.891, 0.010001]) {
+      const response = await api({ method: 'POST', url: '/api/products', payload: aProductRequest({ price }) });
+      expect(response.json().fieldErrors, String(price)).toEqual([
+        { field: 'price', message: 'must have at most 2 decimal places' },
+      ]);
+    }
+  });
+
   it('answers validation failures in the typed form with fieldErrors', async () => {
     const response = await api({
       method: 'POST',

@@ -24,6 +24,19 @@ export function isEmail(value: string): boolean {
   return local.length <= 64 && domain.length <= 255;
 }
 
+/**
+ * `multipleOf` without binary rounding: a step of 10^-n (a price's 0.01) holds when the number
+ * is the double nearest to a decimal of n places, which `toFixed(n)` finds exactly at every
+ * magnitude. Dividing, as ajv does, fails valid prices (19.99 / 0.01 is 1998.9999999999998; with
+ * a tolerance, 1234567.89 still fails); other steps divide, to within 1e-9.
+ */
+function isMultipleOf(step: number, value: number): boolean {
+  const places = -Math.log10(step);
+  if (Number.isInteger(places) && places > 0 && places <= 20) return Number(value.toFixed(places)) === value;
+  const quotient = value / step;
+  return Math.abs(Math.round(quotient) - quotient) <= 1e-9;
+}
+
 function createAjv(options: Options): Ajv {
   const ajv = new Ajv({
     allErrors: true,
@@ -32,7 +45,6 @@ function createAjv(options: Options): Ajv {
     removeAdditional: false,
     strict: true,
     allowUnionTypes: true, // nullable members are { type: ['string', 'null'] }
-    multipleOfPrecision: 9, // prices: multipleOf 0.01 without binary rounding surprises
     ...options,
   });
   addFormats(ajv, { mode: 'full', keywords: false });
@@ -40,6 +52,8 @@ function createAjv(options: Options): Ajv {
   // Annotations our schemas carry: an error message for a rule, and OpenAPI's own words.
   ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' });
   ajv.addVocabulary(['example']);
+  ajv.removeKeyword('multipleOf');
+  ajv.addKeyword({ keyword: 'multipleOf', type: 'number', schemaType: 'number', validate: isMultipleOf });
   return ajv;
 }
 
