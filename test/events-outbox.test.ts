@@ -161,7 +161,7 @@ describe('order events', () => {
     const order = (await placeOrder(app, customer.auth, product.id, 1)).json<{ id: number }>();
     await newEvents();
 
-    // Not enough stock (422: the transaction that had begun rolls back, event and all).
+    // Not enough stock (422: the statement that places an order writes nothing, event and all).
     expect((await placeOrder(app, customer.auth, product.id, 50)).statusCode).toBe(422);
     // An invalid transition (409), a stale If-Match (412), nothing to change, a missing order.
     expect((await api({ method: 'POST', url: `/api/v1/orders/${order.id}/shipment` })).statusCode).toBe(409);
@@ -192,6 +192,27 @@ describe('order events', () => {
     expect(replay.headers['idempotent-replayed']).toBe('true');
     const events = await newEvents();
     expect(events.map((e) => e.type)).toEqual(['order.created']);
+  });
+});
+
+describe('order.created, written in the statement that places the order', () => {
+  it('carries byte for byte the body GET answers: totals without trailing zeros, instants to the millisecond', async () => {
+    const customer = await aCustomer(app);
+    for (const [price, quantity] of [
+      [7.5, 2],
+      [0.1, 3],
+      [19.99, 7],
+      [1234567.89, 1000],
+      [0, 1],
+      [12, 10],
+    ] as const) {
+      const product = await createProduct(app, { price }, 1000);
+      await newEvents();
+      const order = (await placeOrder(app, customer.auth, product.id, quantity)).json<{ id: number }>();
+      const [event] = await newEvents();
+      const get = await api({ method: 'GET', url: `/api/v1/orders/${order.id}` });
+      expect(event?.data).toBe(get.body);
+    }
   });
 });
 

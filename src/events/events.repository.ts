@@ -2,14 +2,28 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { EventsTable } from './events.table.js';
-import type { Insertable, Selectable } from 'kysely';
+import type { Insertable, RawBuilder, Selectable } from 'kysely';
+import type { EventType } from './event-types.js';
 
 export type EventRow = Selectable<EventsTable>;
 
 /**
- * Inserts the event and, in the same statement, one webhook delivery for every enabled
- * subscription that wants its type (exactly, by `user.*` / `order.*`, or `*`): the outbox's
- * fan-out, committed with the change or not at all (DESIGN §12). Returns the deliveries' ids.
+ * The outbox's fan-out, as a statement for a WITH item: one webhook delivery for every enabled
+ * subscription that wants the type of the event in `events` (a WITH item returning `sequence`,
+ * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (DESIGN §12). Returns the ids.
+ */
+function fanOut(events: string): RawBuilder<unknown> {
+  return sql`
+    insert into webhook_deliveries (subscription_id, event_sequence, subject)
+    select s.id, e.sequence, e.subject
+      from ${sql.table(events)} e join webhook_subscriptions s
+        on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
+    returning id`;
+}
+
+/**
+ * Inserts the event and, in the same statement, its deliveries (the fan-out): committed with the
+ * change or not at all (DESIGN §12). Returns the deliveries' ids.
  */
 export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number[]> {
   const { rows } = await sql<{ id: number }>`
@@ -18,12 +32,35 @@ export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise
       values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner})
       returning sequence, type, subject
     )
-    insert into webhook_deliveries (subscription_id, event_sequence, subject)
-    select s.id, e.sequence, e.subject
-      from e join webhook_subscriptions s
-        on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
-    returning id`.execute(db);
+    ${fanOut('e')}`.execute(db);
   return rows.map((r) => r.id);
+}
+
+/** An event whose subject, data and owner come from a row of another WITH item. */
+export interface EventOfRow {
+  id: string;
+  type: EventType;
+  time: Date;
+  subject: RawBuilder<string>;
+  data: RawBuilder<string>;
+  owner: RawBuilder<number>;
+}
+
+/**
+ * Two WITH items for a statement that changes a row and records its event in one round trip:
+ * `recorded_event` inserts `event` for each row of `source` (none when it has none), and
+ * `recorded_deliveries` fans it out (their ids: `select id from recorded_deliveries`).
+ */
+export function recordEventWith(source: string, event: EventOfRow): RawBuilder<unknown> {
+  return sql`
+    recorded_event as (
+      insert into events (id, type, subject, time, data, owner)
+      select ${event.id}::uuid, ${event.type}::text, ${event.subject}, ${event.time}::timestamptz, ${event.data},
+             ${event.owner}
+        from ${sql.table(source)}
+      returning sequence, type, subject
+    ),
+    recorded_deliveries as (${fanOut('recorded_event')})`;
 }
 
 /**

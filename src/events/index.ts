@@ -2,10 +2,11 @@
 // change it reports, so that the change and its event commit together or not at all.
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
-import type { Database } from '../db/database.js';
+import type { Database, Db } from '../db/database.js';
 import { afterCommit } from '../db/transact.js';
 import type { EventType } from './event-types.js';
 import { insertEvent, type EventRow } from './events.repository.js';
+export { recordEventWith, type EventOfRow } from './events.repository.js';
 
 export { EVENT_PATTERNS, EVENT_TYPES, matchesPattern, type EventPattern, type EventType } from './event-types.js';
 export type { EventRow } from './events.repository.js';
@@ -57,17 +58,26 @@ export function eventsRecorded(): number {
 
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  const deliveries = await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() });
+  eventRecorded(trx, await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() }));
+}
+
+/**
+ * An event and its deliveries were written by a statement on `db` (recordEventWith): counts it
+ * for the event stream, and hands the deliveries to the dispatcher once they are there to be
+ * claimed, at once after a statement outside any transaction or when `db`'s transaction
+ * commits (a claim by id before the commit finds nothing, and the dispatcher would leave them
+ * to its slower scan).
+ */
+export function eventRecorded(db: Db, deliveries: readonly number[]): void {
   recorded++;
-  if (deliveries.length > 0) {
-    // Handed to the dispatcher once they are there to be claimed: a claim by id before the
-    // commit finds nothing, and the dispatcher would leave them to its slower scan.
-    afterCommit(trx, () => {
-      queued++;
-      if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
-      queuedIds.push(...deliveries);
-    });
-  }
+  if (deliveries.length === 0) return;
+  const queue = () => {
+    queued++;
+    if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
+    queuedIds.push(...deliveries);
+  };
+  if (db.isTransaction) afterCommit(db as Transaction<Database>, queue);
+  else queue();
 }
 
 /** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */

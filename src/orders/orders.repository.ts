@@ -1,4 +1,5 @@
 // SQL for orders and their items.
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
@@ -6,6 +7,7 @@ import { compilable, prepare, prepareVariants, type Statement } from '../db/prep
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
+import { recordEventWith } from '../events/index.js';
 import type { OrderStatus } from './order-status.js';
 import type { OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
 
@@ -44,30 +46,57 @@ export function lockOrder(
 }
 
 /** placeStatement's one row: the order's columns are all null when it was not placed. */
-type PlacementRow = { customer_found: boolean; reserved: string | null } & (OrderRow | { [K in keyof OrderRow]: null });
+type PlacementRow = { customer_found: boolean; stock: string | null; deliveries: string | null } & (
+  OrderRow | { [K in keyof OrderRow]: null }
+);
 
 /** What placing an order did: the order, or why there is none. */
 export interface Placement {
   /** The customer exists. */
   customerFound: boolean;
-  /** The products whose stock was reserved (every line's, when `order` is there). */
-  reserved: number[];
+  /** Each line's product that has a stock row, and the units it had available. */
+  available: Map<number, number>;
+  /** The order, when placed: the customer exists and every line had the units. */
   order: OrderRow | undefined;
+  /** The webhook deliveries its `order.created` event queued. */
+  deliveries: number[];
 }
 
 /**
- * Places an order in one statement (one round trip, DESIGN §5): finds the customer, locks every
- * line's stock row in product order (two orders of the same products cannot deadlock),
- * reserves each line that has the units, and only when the customer exists and every line was
- * reserved inserts the order, its total (exact numeric), and its items with each product's
- * name and price at this moment. A line it could not reserve leaves the other lines' stock
- * taken: the caller rolls the transaction back (`reserved` says which lines were).
- * `lines` are [productId, quantity] in product order, each product once; line numbers follow it.
+ * The v1 representation of the order in `o` as JSON text, byte for byte what the response
+ * schema serializes for it (test/events-outbox.test.ts compares them): members in the schema's
+ * order, the total without trailing zeros (a JSON number), instants to the millisecond in UTC.
  */
-const placeStatement = prepare(4, (db, customerId: number, productIds: string, quantities: string, lineCount: number) =>
-  compilable<PlacementRow>(
-    db,
-    sql`
+const orderV1Json = (o: string) => {
+  const t = sql.table(o);
+  const text = (column: string) => sql`coalesce(to_json(${sql.ref(`${o}.${column}`)})::text, 'null')`;
+  const instant = (column: string) =>
+    sql`'"' || to_char(${sql.ref(`${o}.${column}`)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`;
+  return sql<string>`'{"id":' || ${t}.id || ',"customerId":' || ${t}.customer_id
+    || ',"status":' || to_json(${t}.status)::text || ',"total":' || trim_scale(${t}.total)::text
+    || ',"note":' || ${text('note')}
+    || ',"shippingAddress":' || case when ${t}.shipping_street is null or ${t}.shipping_postal_code is null then 'null'
+         else '{"street":' || to_json(${t}.shipping_street)::text
+           || ',"postalCode":' || to_json(${t}.shipping_postal_code)::text || '}' end
+    || ',"cancellationReason":' || ${text('cancellation_reason')}
+    || ',"createdAt":' || ${instant('created_at')} || ',"updatedAt":' || ${instant('updated_at')} || '}'`;
+};
+
+/**
+ * Places an order in one statement, so in one round trip and atomically without a transaction
+ * of its own (DESIGN §5): finds the customer, locks every line's stock row in product order (two
+ * orders of the same products cannot deadlock), and only when the customer exists and every
+ * line has the units reserves them all, inserts the order with its exact total (numeric) and its
+ * items with each product's name and price at this moment, and records `order.created` with its
+ * webhook deliveries. Otherwise it writes nothing, and says why. `productIds` and `quantities`
+ * are the lines in product order, each product once, comma-separated; line numbers follow it.
+ */
+const placeStatement = prepare(
+  6,
+  (db, customerId: number, productIds: string, quantities: string, lineCount: number, eventId: string, at: Date) =>
+    compilable<PlacementRow>(
+      db,
+      sql`
       with customer as (select exists (select 1 from users where id = ${customerId}::bigint) as found),
       wanted as (
         select w.product_id, w.quantity, w.line_no::int as line_no
@@ -75,16 +104,21 @@ const placeStatement = prepare(4, (db, customerId: number, productIds: string, q
                with ordinality as w(product_id, quantity, line_no)
       ),
       locked as materialized (
-        select s.product_id from stock s, customer c
+        select s.product_id, s.available from stock s, customer c
          where c.found and s.product_id in (select product_id from wanted)
          order by s.product_id
            for update of s
       ),
+      verdict as (
+        select count(*) = ${lineCount}::bigint as ok
+          from locked l join wanted w on w.product_id = l.product_id
+         where l.available >= w.quantity
+      ),
       reserved as (
         update stock s
            set available = s.available - w.quantity, reserved = s.reserved + w.quantity, updated_at = now()
-          from locked l join wanted w on w.product_id = l.product_id
-         where s.product_id = l.product_id and s.available >= w.quantity
+          from locked l join wanted w on w.product_id = l.product_id, verdict v
+         where v.ok and s.product_id = l.product_id
         returning s.product_id, w.quantity, w.line_no
       ),
       lines as (
@@ -100,10 +134,21 @@ const placeStatement = prepare(4, (db, customerId: number, productIds: string, q
       items as (
         insert into order_items (order_id, line_no, product_id, product_name, quantity, unit_price)
         select o.id, l.line_no, l.product_id, l.name, l.quantity, l.price from placed o, lines l
-      )
-      select c.found as customer_found, (select string_agg(product_id::text, ',') from reserved) as reserved, o.*
+      ),
+      ${recordEventWith('placed', {
+        id: eventId,
+        type: 'order.created',
+        time: at,
+        subject: sql<string>`'orders/' || placed.id`,
+        data: orderV1Json('placed'),
+        owner: sql<number>`placed.customer_id`,
+      })}
+      select c.found as customer_found,
+             (select string_agg(product_id || ':' || available, ',') from locked) as stock,
+             (select string_agg(id::text, ',') from recorded_deliveries) as deliveries,
+             o.*
         from customer c left join placed o on true`,
-  ),
+    ),
 );
 
 export async function placeOrderRows(
@@ -117,13 +162,21 @@ export async function placeOrderRows(
     lines.map(([productId]) => productId).join(','),
     lines.map(([, quantity]) => quantity).join(','),
     lines.length,
+    randomUUID(),
+    new Date(),
   );
   if (row === undefined) throw new Error('placing an order returned no row');
-  const { customer_found: customerFound, reserved, ...order } = row;
+  const { customer_found: customerFound, stock, deliveries, ...order } = row;
+  const available = new Map<number, number>();
+  for (const entry of stock?.split(',') ?? []) {
+    const [productId, units] = entry.split(':');
+    available.set(Number(productId), Number(units));
+  }
   return {
     customerFound,
-    reserved: reserved === null ? [] : reserved.split(',').map(Number),
+    available,
     order: order.id === null ? undefined : order,
+    deliveries: deliveries === null ? [] : deliveries.split(',').map(Number),
   };
 }
 

@@ -5,7 +5,7 @@ import type { Db } from '../db/database.js';
 import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
 import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidOrderState, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
-import { findStock, moveStock } from '../products/index.js';
+import { moveStock } from '../products/index.js';
 import { lineTotal, toJsonNumber } from '../money.js';
 import {
   holdsReservation,
@@ -29,7 +29,7 @@ import {
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 import { transact } from '../db/transact.js';
 import fastJson from 'fast-json-stringify';
-import { idOnly, recordEvent, type EventType } from '../events/index.js';
+import { eventRecorded, idOnly, recordEvent, type EventType } from '../events/index.js';
 
 /**
  * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
@@ -88,8 +88,9 @@ export interface PlaceOrder {
 }
 
 /**
- * Places an order: checks the customer, reserves every line's stock and inserts the order and
- * its items, all in one transaction, so an order exists exactly when its stock is held.
+ * Places an order: checks the customer, reserves every line's stock, inserts the order and its
+ * items and records `order.created`, all in one statement, so an order exists exactly when its
+ * stock is held and its event written (orders.repository.ts placeOrderRows).
  */
 export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<VersionedOrder> {
   const customerId = input.customerId ?? caller.userId;
@@ -105,35 +106,26 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   for (const item of input.items) quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
   const lines = [...quantities].sort(([a], [b]) => a - b);
 
-  return transact(db, async (trx) => {
-    const placed = await repo.placeOrderRows(trx, customerId, lines);
-    if (!placed.customerFound)
-      throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
-    const order = placed.order;
-    if (order === undefined) {
-      // The first line (in product order) whose stock could not be reserved; the transaction
-      // rolls back the lines that were.
-      const [productId, quantity] = lines.find(([id]) => !placed.reserved.includes(id)) ?? lines[0] ?? [0, 0];
-      throw await whyNotReserved(trx, productId, quantity);
+  // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
+  // joins that one, and its deliveries go to the dispatcher when that commits.
+  const placed = await repo.placeOrderRows(db, customerId, lines);
+  if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
+  if (placed.order === undefined) {
+    // The first line, in product order, that could not be reserved.
+    for (const [productId, quantity] of lines) {
+      const available = placed.available.get(productId);
+      if (available === undefined)
+        throw new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
+      if (available < quantity)
+        throw new BusinessRuleViolation(
+          `Not enough stock for product ${productId}: ${quantity} requested, ${available} available.`,
+          { productId },
+        );
     }
-    const detail = toOrderDetail(order);
-    await recordEvent(trx, {
-      type: 'order.created',
-      subject: `orders/${order.id}`,
-      data: orderV1Json(detail),
-      owner: customerId,
-    });
-    return detail;
-  });
-}
-
-async function whyNotReserved(trx: Db, productId: number, quantity: number): Promise<BusinessRuleViolation> {
-  const stock = await findStock(trx, productId);
-  if (stock === undefined) return new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
-  return new BusinessRuleViolation(
-    `Not enough stock for product ${productId}: ${quantity} requested, ${stock.available} available.`,
-    { productId },
-  );
+    throw new Error('an order with a customer and every line available was not placed');
+  }
+  eventRecorded(db, placed.deliveries);
+  return toOrderDetail(placed.order);
 }
 
 export async function getOrder(db: Db, caller: Principal, id: number): Promise<VersionedOrder> {
