@@ -68,7 +68,7 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
   if (engine !== 'postgres') return; // a skipped suite's body still runs at collection
   const { app } = await buildTestApp({
     DATABASE_STATEMENT_TIMEOUT_MS: '300',
-    DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: '400',
+    DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: '1500',
   });
   const api = asAdmin(app);
 
@@ -93,7 +93,7 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
   it('lets PostgreSQL end a transaction left idle, and keeps serving', async () => {
     const abandoned = app.db.transaction().execute(async (trx) => {
       await sql`select 1`.execute(trx);
-      await new Promise((r) => setTimeout(r, 900));
+      await new Promise((r) => setTimeout(r, 2000));
       await sql`select 1`.execute(trx);
     });
     // The session is gone: the transaction fails (never hangs), and its connection is not
@@ -112,6 +112,17 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
     expect((await api({ method: 'GET', url: `/api/v1/users/${user.id}` })).statusCode).toBe(200);
   });
 
+  it('fails a COMMIT whose session PostgreSQL ended with the cause, not a second error', async () => {
+    // Kysely rolls back after a failed COMMIT; that rollback must not hide why the COMMIT failed.
+    const committed = app.db.transaction().execute(async (trx) => {
+      await sql`select 1`.execute(trx);
+      await new Promise((r) => setTimeout(r, 2000));
+    });
+    await expect(committed).rejects.toMatchObject({ code: 'DATABASE_UNAVAILABLE' });
+    const user = await createUser(app);
+    expect((await api({ method: 'GET', url: `/api/v1/users/${user.id}` })).statusCode).toBe(200);
+  });
+
   it('sets both limits on every session', async () => {
     const { rows } = await sql<{
       st: string;
@@ -119,6 +130,6 @@ describe.runIf(engine === 'postgres')('PostgreSQL time-outs', async () => {
     }>`select current_setting('statement_timeout') as st, current_setting('idle_in_transaction_session_timeout') as it`.execute(
       app.db,
     );
-    expect(rows[0]).toEqual({ st: '300ms', it: '400ms' });
+    expect(rows[0]).toEqual({ st: '300ms', it: '1500ms' });
   });
 });

@@ -20,8 +20,8 @@ export function postgresJsDialect(pool: PostgresPool): { dialect: Dialect; run: 
   return {
     dialect: postgresDialect(() => new PostgresJsDriver(pool)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
-    run: (sql, parameters) =>
-      pool.query(sql, parameters).then(
+    run: (sql, parameters, options) =>
+      pool.query(sql, parameters, options).then(
         (rows) => ({ rows }),
         (error: unknown) => {
           throw translate(error);
@@ -75,6 +75,9 @@ class PostgresJsConnection implements DatabaseConnection {
   }
 
   async end(statement: 'commit' | 'rollback'): Promise<void> {
+    // Kysely rolls back after a failed COMMIT, whose connection is already released: the
+    // transaction is over either way, and the COMMIT's own error is the one to surface.
+    if (statement === 'rollback' && this.#reserved === undefined) return;
     try {
       await this.#onReserved(statement, []);
     } catch (error) {
