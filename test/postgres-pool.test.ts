@@ -96,6 +96,27 @@ describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool 
     }
   });
 
+  it('sends a spread statement to the least loaded connection, never into the pipeline of the reads in flight', async () => {
+    const pool = new PostgresPool(url!, 3, { onnotice: () => {} }, { pipelineDepth: 4 });
+    const pid = (options?: { spread: boolean }) =>
+      pool.query('select pg_backend_pid() as pid', [], options).then((rows) => rows[0]!.pid as number);
+    try {
+      // Three reads share the first connection's pipeline; two spread statements sent meanwhile
+      // each get an idle connection of their own.
+      const [reads, first, second] = await Promise.all([
+        Promise.all([pid(), pid(), pid()]),
+        pid({ spread: true }),
+        pid({ spread: true }),
+      ]);
+      expect(new Set(reads).size).toBe(1);
+      expect(new Set([reads[0], first, second]).size).toBe(3);
+      // Alone, a spread statement takes the first idle connection: where the reads go too.
+      expect(await pid({ spread: true })).toBe(reads[0]);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('reserves a connection for a transaction under continuous plain load, and queues transactions beyond the pool', async () => {
     const pool = new PostgresPool(url!, 2, { onnotice: () => {} });
     let stop = false;

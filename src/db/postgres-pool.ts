@@ -11,11 +11,14 @@
 //
 // Plain queries go to the first connection that no transaction holds and that has room in its
 // pipeline (32 in flight), where postgres.js prepares and pipelines them: concurrent reads
-// share few connections and few writes, and the others stay free for transactions. A transaction reserves a whole connection from BEGIN to
-// COMMIT/ROLLBACK; once it is chosen, no new plain query is sent there, so the reservation
-// waits only for the queries already in flight (a busy pipelined connection would otherwise
-// never drain). When every connection is held, transactions wait here in FIFO order and plain
-// queries wait in postgres.js behind the next release.
+// share few connections and few writes, and the others stay free for transactions. A heavy
+// write outside a transaction (placing an order) goes to the least loaded free connection
+// instead, so that writes spread over the backends and never sit in the reads' pipeline. A
+// transaction reserves a whole connection from BEGIN to COMMIT/ROLLBACK; once it is chosen, no
+// new plain query is sent there, so the reservation waits only for the queries already in
+// flight (a busy pipelined connection would otherwise never drain). When every connection is
+// held, transactions wait here in FIFO order and plain queries wait in postgres.js behind the
+// next release.
 import postgres, {
   type Options,
   type PendingQuery,
@@ -98,20 +101,24 @@ export class PostgresPool {
   }
 
   /**
-   * Runs one statement on the least loaded free connection (prepared, pipelined). After the
-   * server restarts, each client's old connection fails the first statement sent on it; a
-   * statement that cannot have taken effect is then sent once more, on the fresh connection:
-   * one the server refused because it ended the session (57P01-3), or a read.
+   * Runs one statement, prepared and pipelined: on the first free connection with room in its
+   * pipeline, or with `spread` on the least loaded free one. A write that locks rows and runs far
+   * longer than a read (placing an order) is sent with `spread`: in the reads' pipeline it would
+   * hold up every read behind it, wait there for its locks while they wait, and put all writes on
+   * one backend (one core of PostgreSQL's). After the server restarts, each client's old
+   * connection fails the first statement sent on it; a statement that cannot have taken effect
+   * is then sent once more, on the fresh connection: one the server refused because it ended
+   * the session (57P01-3), or a read.
    */
-  query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
-    return this.#query(text, parameters).catch((error: unknown) => {
+  query(text: string, parameters: readonly unknown[], options: { spread?: boolean } = {}): Promise<RowList<Row[]>> {
+    return this.#query(text, parameters, options.spread === true).catch((error: unknown) => {
       if (!canRetry(text, error)) throw error;
-      return this.#query(text, parameters);
+      return this.#query(text, parameters, options.spread === true);
     });
   }
 
-  #query(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
-    const client = this.#forQuery() ?? this.#fallback;
+  #query(text: string, parameters: readonly unknown[], spread: boolean): Promise<RowList<Row[]>> {
+    const client = (spread ? this.#leastLoaded() : this.#forQuery()) ?? this.#fallback;
     client.inflight++;
     const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: true });
     return pending.then(

@@ -5,8 +5,21 @@
 import { CompiledQuery, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Database, Db } from './database.js';
 
+/**
+ * How a statement outside any transaction is sent. `spread`: a write that locks rows and costs
+ * far more than a primary-key read (placing an order) goes to the least loaded connection
+ * instead of joining the reads' pipeline (postgres-pool.ts).
+ */
+export interface RunOptions {
+  spread?: boolean;
+}
+
 /** Runs one statement outside any transaction, straight on the driver. */
-export type DirectRun = (sql: string, parameters: readonly unknown[]) => Promise<{ rows: unknown[] }>;
+export type DirectRun = (
+  sql: string,
+  parameters: readonly unknown[],
+  options?: RunOptions,
+) => Promise<{ rows: unknown[] }>;
 
 const directRuns = new WeakMap<object, DirectRun>();
 
@@ -40,6 +53,7 @@ export interface Prepared<R, A extends unknown[]> {
 export function prepare<R, A extends unknown[]>(
   arity: A['length'],
   build: (db: Kysely<Database>, ...args: A) => Compilable<R>,
+  options: RunOptions = {},
 ): Prepared<R, A> {
   let template: { sql: string; slots: (number | { value: unknown })[] } | undefined;
   const statement = (db: Db, ...args: A): Statement => {
@@ -60,7 +74,7 @@ export function prepare<R, A extends unknown[]>(
   const run = async (db: Db, ...args: A): Promise<R[]> => {
     const { sql, parameters } = statement(db, ...args);
     const direct = directRuns.get(db);
-    if (direct !== undefined) return (await direct(sql, parameters)).rows as R[];
+    if (direct !== undefined) return (await direct(sql, parameters, options)).rows as R[];
     const result = await db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
     return result.rows;
   };

@@ -149,6 +149,8 @@ const placeStatement = prepare(
              o.*
         from customer c left join placed o on true`,
     ),
+  // Row locks and a dozen index entries: not in the reads' pipeline (db/postgres-pool.ts).
+  { spread: true },
 );
 
 export async function placeOrderRows(
