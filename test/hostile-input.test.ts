@@ -186,6 +186,17 @@ describe('rejected values are echoed as sent', () => {
     expect(response.statusCode).toBe(400);
     expect(response.json().errors).toEqual(['productId: must be an integer']);
   });
+
+  it('names a non-finite number deep in a body by its path', async () => {
+    const response = await api({
+      method: 'POST',
+      url: '/api/v2/orders',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"customerId":1,"items":[{"productId":1,"quantity":1},{"productId":1,"quantity":-1e309}]}',
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().fieldErrors).toEqual([{ field: 'items[1].quantity', message: 'must be an integer' }]);
+  });
 });
 
 describe('requests that never reach a route', () => {

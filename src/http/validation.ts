@@ -84,41 +84,52 @@ function finiteOnly(validate: Validate, schema: SchemaNode): Validate {
       wrapped.errors = validate.errors ?? null;
       return false;
     }
-    const found = nonFinite(data, '', schema);
-    wrapped.errors = found === undefined ? null : [found];
-    return found === undefined;
+    const found = nonFinite(data, schema);
+    if (found === undefined) {
+      wrapped.errors = null;
+      return true;
+    }
+    wrapped.errors = [typeError(found)];
+    return false;
   };
   return wrapped;
 }
 
-function nonFinite(value: unknown, path: string, schema: SchemaNode | undefined): ErrorObject | undefined {
-  if (typeof value === 'number') {
-    if (Number.isFinite(value)) return undefined;
-    const type = [schema?.type ?? 'number'].flat().find((t) => t !== 'null') ?? 'number';
-    return {
-      keyword: 'type',
-      instancePath: path,
-      schemaPath: '#/type',
-      params: { type },
-      message: `must be ${type}`,
-      data: value,
-      parentSchema: schema ?? {},
-    } as ErrorObject;
-  }
+interface NonFinite {
+  path: string;
+  value: number;
+  schema: SchemaNode | undefined;
+}
+
+/** The first non-finite number in `value`, with its JSON Pointer (built only when one is found). */
+function nonFinite(value: unknown, schema: SchemaNode | undefined): NonFinite | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : { path: '', value, schema };
+  if (value === null || typeof value !== 'object') return undefined;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = nonFinite(value[i], `${path}/${i}`, schema?.items);
-      if (found !== undefined) return found;
+      const found = nonFinite(value[i], schema?.items);
+      if (found !== undefined) return { ...found, path: `/${i}${found.path}` };
     }
-  } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const found = nonFinite(
-        item,
-        `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
-        schema?.properties?.[key],
-      );
-      if (found !== undefined) return found;
-    }
+    return undefined;
+  }
+  const object = value as Record<string, unknown>;
+  for (const key of Object.keys(object)) {
+    const found = nonFinite(object[key], schema?.properties?.[key]);
+    if (found !== undefined) return { ...found, path: `/${key.replace(/~/g, '~0').replace(/\//g, '~1')}${found.path}` };
   }
   return undefined;
+}
+
+/** ajv's type error for a non-finite number where the schema wants a number. */
+function typeError({ path, value, schema }: NonFinite): ErrorObject {
+  const type = [schema?.type ?? 'number'].flat().find((t) => t !== 'null') ?? 'number';
+  return {
+    keyword: 'type',
+    instancePath: path,
+    schemaPath: '#/type',
+    params: { type },
+    message: `must be ${type}`,
+    data: value,
+    parentSchema: schema ?? {},
+  } as ErrorObject;
 }
