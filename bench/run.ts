@@ -17,6 +17,9 @@
 //                                     POST /api/v1/orders' answer to its delivery (p50/p99), events
 //                                     delivered per second with the backlog, and POST /api/v1/orders
 //                                     with the subscription against the same with it paused
+//   npm run bench -- --profile        where the CPU of GET by id and of the liveness probe goes,
+//                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
+//                                     of load after 5 s of warm-up (bench/profile.ts)
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/resource_api_bench) is
 // dropped and created afresh. BENCH_CONNECTIONS (default 64) wrk connections.
@@ -28,6 +31,7 @@ import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { DEFAULT_POOL_SIZE } from '../src/config.js';
+import { PARTS, profileShares } from './profile.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
@@ -595,6 +599,66 @@ async function pools(): Promise<void> {
   console.log(`\n${table(rows)}`);
 }
 
+// ---- profile ----------------------------------------------------------------------------------
+
+const PROFILE_SECONDS = Number(process.env.BENCH_PROFILE_SECONDS ?? 20);
+
+/** Each case in a server of its own started with --cpu-prof; the samples of the measured load only. */
+async function profile(): Promise<void> {
+  const cases = [
+    ['GET /api/v1/users/{id}', byId('/api/v1/users/', USERS)],
+    ['GET /api/public/health/live', fixed('/api/public/health/live')],
+  ] as const;
+  const columns: { name: string; rps: number; serverUs: number; shares: Map<string, number> }[] = [];
+  for (const [i, [name, lua]] of cases.entries()) {
+    await recreateDatabase();
+    const dir = join(work, `profile-${i}`);
+    const port = 18083;
+    const server = await startServer(
+      `service-profile-${i}`,
+      port,
+      ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--enable-source-maps', 'dist/src/server.js'],
+      serviceEnv(port, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) }),
+    );
+    await seed(port);
+    const file = script(`profile-${i}`, lua);
+    await wrk(server, file, 5); // warm-up: the JIT's work stays out of the window
+    const started = performance.now();
+    const m = await wrk(server, file, PROFILE_SECONDS);
+    const ended = performance.now();
+    await stopServer(server);
+    const exited = performance.now();
+    const written = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+    if (written === undefined) throw new Error(`${name}: no CPU profile was written`);
+    const { shares, busySamples, leaves } = profileShares(join(dir, written), {
+      fromMsBeforeEnd: exited - started,
+      toMsBeforeEnd: exited - ended,
+    });
+    console.log(
+      `${name}: ${f0(m.rps)} req/s, ${f0(m.serverUs)} µs of server CPU per request, ${f0(busySamples)} samples`,
+    );
+    for (const [part, top] of leaves) {
+      const named = top.slice(0, 4).map(([leaf, share]) => `${leaf} ${(share * 100).toFixed(1)}%`);
+      console.log(`  ${part}: ${named.join(', ')}`);
+    }
+    console.log(`  (profile: ${join(dir, written)})`);
+    columns.push({ name, rps: m.rps, serverUs: m.serverUs, shares });
+  }
+  const rows = [['where', ...columns.flatMap((c) => [`${c.name} share`, 'µs/req'])]];
+  const first = columns[0]?.shares ?? new Map<string, number>();
+  const order = [...PARTS].sort((a, b) => (first.get(b) ?? 0) - (first.get(a) ?? 0));
+  for (const part of order) {
+    rows.push([
+      part,
+      ...columns.flatMap((c) => {
+        const share = c.shares.get(part) ?? 0;
+        return [`${(share * 100).toFixed(1)}%`, f0(share * c.serverUs)];
+      }),
+    ]);
+  }
+  console.log(`\n${table(rows)}`);
+}
+
 // ---- lists at scale ---------------------------------------------------------------------------
 
 const SCALE_ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 1_000_000);
@@ -984,6 +1048,7 @@ await recreateDatabase();
 if (flag('--soak')) await soak();
 else if (flag('--pool')) await pools();
 else if (flag('--scale')) await scale();
+else if (flag('--profile')) await profile();
 else if (flag('--webhooks')) {
   // This process receives the deliveries and paces the orders: keep it on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
