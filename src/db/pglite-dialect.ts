@@ -1,7 +1,8 @@
 // A Kysely dialect over PGlite. PGlite is one session, so a transaction must own it from BEGIN
 // to COMMIT: every Kysely connection holds a mutex from acquire to release. A plain query holds
 // it for one statement; a transaction holds it for its whole life, so no other request's
-// statement can land inside it.
+// statement can land inside it. Statements go through pglite-statements.ts: each text parsed
+// once under a name, then one exchange with the engine per execution.
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -13,6 +14,7 @@ import {
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
 import type { DirectRun } from './prepared.js';
+import { PGliteStatements } from './pglite-statements.js';
 
 /**
  * `onClose` runs once the database is closed (it releases the DATA_DIR lock). `run` executes
@@ -38,16 +40,16 @@ class Mutex {
 
 class PGliteConnection implements DatabaseConnection {
   constructor(
-    private readonly pglite: PGlite,
+    private readonly statements: PGliteStatements,
     readonly release: () => void,
   ) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.pglite.query<R>(query.sql, query.parameters as unknown[]);
+    const result = await this.statements.query(query.sql, query.parameters);
     // Kysely reads numAffectedRows only for mutations; PGlite reports it for every statement.
     return result.affectedRows === undefined
-      ? { rows: result.rows }
-      : { rows: result.rows, numAffectedRows: BigInt(result.affectedRows) };
+      ? { rows: result.rows as R[] }
+      : { rows: result.rows as R[], numAffectedRows: BigInt(result.affectedRows) };
   }
 
   streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
@@ -57,21 +59,24 @@ class PGliteConnection implements DatabaseConnection {
 
 class PGliteDriver implements Driver {
   readonly #mutex = new Mutex();
+  readonly #statements: PGliteStatements;
   constructor(
     private readonly pglite: PGlite,
     private readonly onClose: () => void,
-  ) {}
+  ) {
+    this.#statements = new PGliteStatements(pglite);
+  }
   async init(): Promise<void> {
     await this.pglite.waitReady;
   }
   async acquireConnection(): Promise<DatabaseConnection> {
     const release = await this.#mutex.lock();
-    return new PGliteConnection(this.pglite, release);
+    return new PGliteConnection(this.#statements, release);
   }
   async run(sql: string, parameters: readonly unknown[]): Promise<{ rows: unknown[] }> {
     const release = await this.#mutex.lock();
     try {
-      return await this.pglite.query(sql, parameters as unknown[]);
+      return await this.#statements.query(sql, parameters);
     } finally {
       release();
     }
