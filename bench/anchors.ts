@@ -2,8 +2,11 @@
 //   anchors.ts http <port>             a fixed JSON user from bare node:http
 //   anchors.ts pg <port> <url>         one user by primary key through postgres.js, max: 1
 //                                      (the TechEmpower shape: prepared, pipelined)
-//   anchors.ts pglite <port>           one user by primary key through PGlite in memory,
-//                                      seeded with <seed> users by plain SQL
+//   anchors.ts pglite <port> <seed>    one user by primary key through PGlite in memory (its
+//                                      query()), seeded with <seed> users by plain SQL
+//   anchors.ts pglite-named <port> <seed>
+//                                      the same through the service's own PGlite statement path
+//                                      (a named statement, one exchange per query: pglite-statements.ts)
 import { createServer, type ServerResponse } from 'node:http';
 
 const [kind, portArg, arg] = process.argv.slice(2);
@@ -59,14 +62,25 @@ if (kind === 'http') {
       () => res.writeHead(500).end(),
     );
   }).listen(port, '127.0.0.1', ready);
-} else if (kind === 'pglite') {
+} else if (kind === 'pglite' || kind === 'pglite-named') {
   const { PGlite } = await import('@electric-sql/pglite');
   const db = await PGlite.create();
   await db.exec(`create table users (id bigserial primary key, name text not null, email text not null, created_at timestamptz not null default now());
     insert into users (name, email) select 'Seed ' || i, 'seed' || i || '@example.com' from generate_series(1, ${Number(arg ?? 1000)}) i;`);
+  const text = 'select id, name, email, created_at from users where id = $1';
+  let query = (id: number) => db.query<UserRow>(text, [id]).then((result) => result.rows[0]);
+  if (kind === 'pglite-named') {
+    // PGlite is one session: its statements go one at a time (query() locks by itself).
+    const { Mutex } = await import('@electric-sql/pglite');
+    const { PGliteStatements } = await import('../src/db/pglite-statements.js');
+    const statements = new PGliteStatements(db);
+    const mutex = new Mutex();
+    query = (id) =>
+      mutex.runExclusive(() => statements.query(text, [id])).then((result) => result.rows[0] as UserRow | undefined);
+  }
   createServer((req, res) => {
-    db.query<UserRow>('select id, name, email, created_at from users where id = $1', [idOf(req.url ?? '')]).then(
-      (result) => send(res, result.rows[0]),
+    query(idOf(req.url ?? '')).then(
+      (row) => send(res, row),
       () => res.writeHead(500).end(),
     );
   }).listen(port, '127.0.0.1', ready);

@@ -413,6 +413,7 @@ async function ratios(): Promise<void> {
   const http = await anchor('anchor-http', 18081, 'http');
   const pgAnchor = await anchor('anchor-pg', 18082, 'pg', DB_URL);
   const liteAnchor = await anchor('anchor-pglite', 18085, 'pglite', String(USERS));
+  const namedAnchor = await anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS));
 
   const cases: Case[] = [
     { name: 'anchor: node:http fixed JSON', server: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
@@ -425,6 +426,11 @@ async function ratios(): Promise<void> {
       name: 'anchor: node:http + PGlite by id',
       server: liteAnchor,
       lua: script('anchor-pglite', byId('/api/v1/users/', USERS)),
+    },
+    {
+      name: 'anchor: node:http + PGlite by id, named statement',
+      server: namedAnchor,
+      lua: script('anchor-pglite-named', byId('/api/v1/users/', USERS)),
     },
     {
       name: 'GET /api/v1/users/{id}',
@@ -479,6 +485,14 @@ async function ratios(): Promise<void> {
       lua: script('pglite-by-id', byId('/api/v1/users/', USERS)),
       anchor: 'anchor: node:http + PGlite by id',
       target: 0.8,
+    },
+    {
+      // The same server against an anchor that queries PGlite the way the service does (a named
+      // statement, one exchange): what the service itself adds, with no target of its own.
+      name: 'PGlite GET /api/v1/users/{id}, vs the named-statement anchor',
+      server: lite,
+      lua: script('pglite-by-id-named', byId('/api/v1/users/', USERS)),
+      anchor: 'anchor: node:http + PGlite by id, named statement',
     },
   ].filter((c) => c.anchor === undefined || ONLY === undefined || ONLY.test(c.name));
 
@@ -683,7 +697,12 @@ async function profile(): Promise<void> {
       'PGlite GET /api/v1/users/{id}',
       async () => [
         await profiled('PGlite GET /api/v1/users/{id}', lite('profile-pglite'), byIdLua, (s) => seed(s.port)),
-        await profiled('anchor: PGlite', anchorOf('profile-anchor-pglite', 'pglite', String(USERS)), byIdLua),
+        // Like for like: the anchor queries PGlite through the same named statements.
+        await profiled(
+          'anchor: PGlite, named statement',
+          anchorOf('profile-anchor-pglite', 'pglite-named', String(USERS)),
+          byIdLua,
+        ),
       ],
     ],
   ];
