@@ -82,6 +82,14 @@ describe('PGliteStatements', () => {
     expect(Object.keys((await statements.query('select * from t', [])).rows[0] as object)).not.toContain('extra');
     await pglite.exec("alter table t add column extra text not null default 'yes'");
     expect((await statements.query('select * from t', [])).rows).toMatchObject([{ name: 'a', extra: 'yes' }]);
+
+    // Inside a transaction the error has aborted it: it is thrown, and the statement is parsed
+    // again after the rollback.
+    await pglite.exec('alter table t drop column extra');
+    await statements.query('begin', []);
+    await expect(statements.query('select * from t', [])).rejects.toThrow('cached plan must not change result type');
+    await statements.query('rollback', []);
+    expect(Object.keys((await statements.query('select * from t', [])).rows[0] as object)).not.toContain('extra');
   });
 
   it('throws the database error (SQLSTATE, constraint) and leaves the session usable', async () => {

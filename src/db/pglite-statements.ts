@@ -75,9 +75,11 @@ export class PGliteStatements {
     try {
       return await this.#execute(statement, parameters);
     } catch (error) {
-      // A table changed its columns since the statement was parsed: parse it again, once.
+      // A table changed its columns since the statement was parsed: parse it again, and run it
+      // again unless the error has aborted a transaction (then the caller's rollback comes first).
       if (!(error instanceof Error && error.message === STALE)) throw error;
       this.#forget(sql, statement);
+      if (this.pglite.isInTransaction()) throw error;
       return this.#execute(await this.#prepare(sql), parameters);
     }
   }
