@@ -37,18 +37,6 @@ interface BackendMessage {
   name: string;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
-
 /**
  * The statements of one PGlite instance, kept by text (at most `max`, least recently used
  * closed first). The caller serializes access (the dialect's mutex), as PGlite needs.
@@ -87,7 +75,12 @@ export class PGliteStatements {
   async #prepare(sql: string): Promise<Named> {
     const name = `resource_api_${++this.#count}`;
     const { messages } = await this.pglite.execProtocol(
-      concat([...this.#closing(), serialize.parse({ name, text: sql }), serialize.describe({ type: 'S', name }), SYNC]),
+      Buffer.concat([
+        ...this.#closing(),
+        serialize.parse({ name, text: sql }),
+        serialize.describe({ type: 'S', name }),
+        SYNC,
+      ]),
     );
     let parameterTypes: number[] = [];
     let fields: { name: string; dataTypeID: number }[] = [];
@@ -128,7 +121,7 @@ export class PGliteStatements {
       return write ? write(value) : (value as { toString(): string }).toString();
     });
     const { messages } = await this.pglite.execProtocol(
-      concat([...this.#closing(), serialize.bind({ statement: statement.name, values }), EXECUTE, SYNC]),
+      Buffer.concat([...this.#closing(), serialize.bind({ statement: statement.name, values }), EXECUTE, SYNC]),
     );
     const { columns } = statement;
     const rows: Record<string, unknown>[] = [];
