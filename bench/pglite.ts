@@ -3,6 +3,10 @@
 // and through the service's named statements (src/db/pglite-statements.ts: parsed once, one
 // exchange per read). CPU µs per read of this process, alternated over BENCH_ROUNDS rounds.
 import { PGlite } from '@electric-sql/pglite';
+import { Kysely } from 'kysely';
+import type { Database } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { pgliteDialect } from '../src/db/pglite-dialect.js';
 import { PGliteStatements } from '../src/db/pglite-statements.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 20_000);
@@ -10,17 +14,10 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ROWS = 1000;
 
 const db = await PGlite.create();
-// The users table as the service has it (its columns and list indexes), seeded by plain SQL.
-await db.exec(`
-  create table users (
-    id bigint generated always as identity primary key, name text not null, email text not null,
-    password_hash text not null, created_at timestamptz not null default now(),
-    updated_at timestamptz not null default now(), age integer, address_street text,
-    address_postal_code text, version integer not null default 1);
-  create index on users (name, id); create index on users (email, id); create index on users (created_at, id);
-  create unique index on users (lower(email));
-  insert into users (name, email, password_hash)
-    select 'Seed ' || i, 'seed' || i || '@example.com', 'x' from generate_series(1, ${ROWS}) i;`);
+// The service's own schema (its migrations: columns, list indexes, triggers), seeded by plain SQL.
+await migrateToLatest(new Kysely<Database>({ dialect: pgliteDialect(db).dialect }));
+await db.exec(`insert into users (name, email, password_hash)
+  select 'Seed ' || i, 'seed' || i || '@example.com', 'x' from generate_series(1, ${ROWS}) i`);
 const text =
   'select "id", "name", "email", "age", "address_street", "address_postal_code", "version", "created_at" from "users" where "id" = $1';
 const statements = new PGliteStatements(db);

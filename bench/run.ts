@@ -652,14 +652,16 @@ async function profiled(
 }
 
 /**
- * GET by id and the liveness probe, each beside its anchor (the anchor pays the same HTTP
- * exchange and driver; the rest is what the service adds), one server at a time.
+ * GET by id, the liveness probe and PGlite GET by id, each beside its anchor (the anchor pays
+ * the same HTTP exchange and driver; the rest is what the service adds), one server at a time.
  */
 async function profile(): Promise<void> {
   const port = 18083;
   const env = serviceEnv(port, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) });
-  const service = (name: string) => (nodeArgs: string[]) =>
-    startServer(name, port, [...nodeArgs, '--enable-source-maps', 'dist/src/server.js'], env);
+  const service =
+    (name: string, extra: Record<string, string> = {}) =>
+    (nodeArgs: string[]) =>
+      startServer(name, port, [...nodeArgs, '--enable-source-maps', 'dist/src/server.js'], { ...env, ...extra });
   const anchorOf =
     (name: string, ...anchorArgs: [string, ...string[]]) =>
     (nodeArgs: string[]) =>
@@ -669,11 +671,6 @@ async function profile(): Promise<void> {
         [...nodeArgs, '--import', 'tsx', 'bench/anchors.ts', anchorArgs[0], String(port), ...anchorArgs.slice(1)],
         {},
       );
-  const lite = (name: string) => (nodeArgs: string[]) =>
-    startServer(name, port, [...nodeArgs, '--enable-source-maps', 'dist/src/server.js'], {
-      ...env,
-      DATABASE_URL: 'memory://',
-    });
   const byIdLua = byId('/api/v1/users/', USERS);
   const probeLua = fixed('/api/public/health/live');
   // Pairs of a case and its anchor; --only picks pairs by the case's name.
@@ -696,7 +693,12 @@ async function profile(): Promise<void> {
     [
       'PGlite GET /api/v1/users/{id}',
       async () => [
-        await profiled('PGlite GET /api/v1/users/{id}', lite('profile-pglite'), byIdLua, (s) => seed(s.port)),
+        await profiled(
+          'PGlite GET /api/v1/users/{id}',
+          service('profile-pglite', { DATABASE_URL: 'memory://' }),
+          byIdLua,
+          (s) => seed(s.port),
+        ),
         // Like for like: the anchor queries PGlite through the same named statements.
         await profiled(
           'anchor: PGlite, named statement',

@@ -16,10 +16,12 @@ afterEach(async () => {
   await pglite.close();
 });
 
-/** The named statements PostgreSQL holds for this session. */
+/** The texts of the named statements PostgreSQL holds for this session, sorted. */
 async function held(): Promise<string[]> {
-  const { rows } = await pglite.query<{ name: string }>('select name from pg_prepared_statements order by name');
-  return rows.map((r) => r.name);
+  const { rows } = await pglite.query<{ statement: string }>(
+    'select statement from pg_prepared_statements order by statement',
+  );
+  return rows.map((r) => r.statement);
 }
 
 describe('PGliteStatements', () => {
@@ -63,7 +65,15 @@ describe('PGliteStatements', () => {
     const statements = new PGliteStatements(pglite);
     const select = 'select count(*)::int as n from t where id > $1';
     for (const id of [0, 1, 2]) expect((await statements.query(select, [id])).rows).toEqual([{ n: 0 }]);
-    expect(await held()).toEqual(['resource_api_1']);
+    expect(await held()).toEqual([select]);
+  });
+
+  it('names its statements apart from another instance’s on the same database', async () => {
+    const first = new PGliteStatements(pglite);
+    const second = new PGliteStatements(pglite);
+    expect((await first.query('select 1 as a', [])).rows).toEqual([{ a: 1 }]);
+    expect((await second.query('select 2 as b', [])).rows).toEqual([{ b: 2 }]);
+    expect(await held()).toEqual(['select 1 as a', 'select 2 as b']);
   });
 
   it('closes the least recently used statement beyond its limit', async () => {
@@ -73,7 +83,7 @@ describe('PGliteStatements', () => {
     await statements.query('select 1 as a', []); // used again: the second is now the oldest
     await statements.query('select 3 as c', []);
     await statements.query('select 1 as a', []); // the Close goes out with this exchange
-    expect(await held()).toEqual(['resource_api_1', 'resource_api_3']);
+    expect(await held()).toEqual(['select 1 as a', 'select 3 as c']);
   });
 
   it('parses a statement again when its table changed columns', async () => {

@@ -30,12 +30,20 @@ export interface StatementResult {
 /** Statements worth keeping: the ones a request runs again (DDL and transaction control are not). */
 const REUSABLE = /^\s*\(?\s*(select|insert|update|delete|with)\b/i;
 
-/** PostgreSQL's answer when a table changed under a kept statement (SQLSTATE feature_not_supported). */
-const STALE = 'cached plan must not change result type';
+/** PostgreSQL's answer when a table changed under a kept statement. */
+const STALE = { code: '0A000', message: 'cached plan must not change result type' };
+
+function isStale(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  return e?.code === STALE.code && e.message === STALE.message;
+}
 
 interface BackendMessage {
   name: string;
 }
+
+/** Numbers each PGliteStatements, so that two on one PGlite never name a statement alike. */
+let instances = 0;
 
 /**
  * The statements of one PGlite instance, kept by text (at most `max`, least recently used
@@ -44,6 +52,7 @@ interface BackendMessage {
 export class PGliteStatements {
   readonly #kept = new Map<string, Named>();
   readonly #toClose: string[] = [];
+  readonly #prefix = `resource_api_${++instances}_`;
   #count = 0;
 
   constructor(
@@ -65,7 +74,7 @@ export class PGliteStatements {
     } catch (error) {
       // A table changed its columns since the statement was parsed: parse it again, and run it
       // again unless the error has aborted a transaction (then the caller's rollback comes first).
-      if (!(error instanceof Error && error.message === STALE)) throw error;
+      if (!isStale(error)) throw error;
       this.#forget(sql, statement);
       if (this.pglite.isInTransaction()) throw error;
       return this.#execute(await this.#prepare(sql), parameters);
@@ -73,7 +82,7 @@ export class PGliteStatements {
   }
 
   async #prepare(sql: string): Promise<Named> {
-    const name = `resource_api_${++this.#count}`;
+    const name = `${this.#prefix}${++this.#count}`;
     const { messages } = await this.pglite.execProtocol(
       Buffer.concat([
         ...this.#closing(),
