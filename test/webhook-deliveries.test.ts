@@ -53,7 +53,7 @@ const rx = receiver((path, body, n) => {
   if (path === '/down') return 503;
   if (path === '/gone') return 410;
   if (path === '/redirect') return 302;
-  if (path === '/slow') return 'hang';
+  if (path.startsWith('/slow')) return 'hang';
   if (path === '/ordered') return body.includes('"name":"Blocked') && n <= 2 ? 500 : 204;
   return 404;
 });
@@ -317,6 +317,107 @@ describe('what a subscription receives', () => {
     const headers = request!.headers as Record<string, string>;
     expect(headers['webhook-signature']!.split(' ')).toHaveLength(2);
     for (const secret of [sub.secret, fresh]) expect(new Webhook(secret).verify(request!.body, headers)).toBeTruthy();
+  });
+});
+
+describe('a new delivery, leased at its insert to the instance that wrote it', async () => {
+  // Its dispatcher sends it after the commit without a claim statement; a later event of the
+  // same subject is not leased while an earlier one waits (the order rule), nor is anything
+  // written where no dispatcher runs, and what is not sent by shutdown is given back.
+  const settings = {
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    WEBHOOK_POLL_MS: '50',
+    WEBHOOK_TIMEOUT_MS: '1000',
+    WEBHOOK_RETRY_SCHEDULE: '1h',
+  };
+  const writer = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'true' }, { resolveHost });
+  const writerApi = asAdmin(writer.app);
+  const subscribeOn = async (on: typeof writerApi, path: string) => {
+    const made = await on({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      payload: { url: `${base}${path}`, events: ['user.*'] },
+    });
+    expect(made.statusCode, made.body).toBe(201);
+    return made.json<{ id: number }>().id;
+  };
+  const rowsOf = async (db: typeof app.db, subscriptionId: number) =>
+    (
+      await sql<{ status: string; attempts: number; leased: boolean; at_insert: boolean }>`
+        select status, attempts, leased_until is not null as leased, last_attempt_at = created_at as at_insert
+          from webhook_deliveries where subscription_id = ${subscriptionId} order by id`.execute(db)
+    ).rows;
+
+  it('is leased in the statement that inserts it; a later one of its subject waits, unleased', async () => {
+    const sub = await subscribeOn(writerApi, '/slow');
+    const slowBefore = at('/slow').length;
+    const user = await createUser(writer.app);
+    // The receiver hangs, so nothing has been recorded yet: these are the insert's values.
+    expect(await rowsOf(writer.app.db, sub)).toEqual([
+      { status: 'pending', attempts: 1, leased: true, at_insert: true },
+    ]);
+    await until('the attempt', () => at('/slow').length > slowBefore);
+    const patched = await writerApi({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Later' } });
+    expect(patched.statusCode).toBe(200);
+    expect((await rowsOf(writer.app.db, sub))[1]).toEqual({
+      status: 'pending',
+      attempts: 0,
+      leased: false,
+      at_insert: null,
+    });
+    // The first times out and is retried in an hour: the second still waits for it, unsent.
+    await until('the first failed', async () => (await rowsOf(writer.app.db, sub))[0]?.status === 'failed');
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await rowsOf(writer.app.db, sub))[1]).toMatchObject({ attempts: 0, leased: false });
+    expect(at('/slow').filter((r) => r.body.includes('"name":"Later"'))).toEqual([]);
+  });
+
+  it('is not leased where no dispatcher runs', async () => {
+    const quiet = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'false' }, { resolveHost });
+    const sub = await subscribeOn(asAdmin(quiet.app), '/ok/quiet');
+    await createUser(quiet.app);
+    expect(await rowsOf(quiet.app.db, sub)).toEqual([
+      { status: 'pending', attempts: 0, leased: false, at_insert: null },
+    ]);
+  });
+
+  it('is given back when it waited in hand for half its lease, and then claimed like any other', async () => {
+    // Time-out 1 s, so a lease of 6 s: the dispatcher's 32 slots free every second, and what
+    // waits in hand past 3 s is given back (its lease would lapse before it is sent) and claimed
+    // again by the scan. Each delivery is still attempted once.
+    const busy = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'true' }, { resolveHost });
+    const busyApi = asAdmin(busy.app);
+    const subs: number[] = [];
+    for (let i = 0; i < 160; i++) subs.push(await subscribeOn(busyApi, `/slow/busy/${i}`));
+    await createUser(busy.app);
+    const attempted = () => rx.received.filter((r) => r.path.startsWith('/slow/busy/'));
+    await until('every delivery attempted', () => attempted().length >= 160, 15_000);
+    const { rows } = await sql<{ attempts: number; at_insert: boolean }>`
+      select attempts, last_attempt_at = created_at as at_insert from webhook_deliveries`.execute(busy.app.db);
+    expect(rows).toHaveLength(160);
+    expect(rows.every((r) => r.attempts === 1)).toBe(true);
+    expect(rows.filter((r) => r.at_insert).length).toBeGreaterThanOrEqual(64); // sent as leased at insert
+    expect(rows.filter((r) => !r.at_insert).length).toBeGreaterThan(0); // given back, then claimed
+    expect(new Set(attempted().map((r) => r.path)).size).toBe(160);
+    expect(attempted()).toHaveLength(160);
+  });
+
+  it('is given back at shutdown when it was not sent: due again at once, for any instance', async () => {
+    // More deliveries of one event than the dispatcher has slots for (32), all to a receiver
+    // that hangs: those beyond the slots wait in hand until the instance closes.
+    const closing = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'true' }, { resolveHost });
+    const closingApi = asAdmin(closing.app);
+    const subs: number[] = [];
+    for (let i = 0; i < 40; i++) subs.push(await subscribeOn(closingApi, `/slow/${i}`));
+    await createUser(closing.app);
+    await until('the slots full', () => rx.received.filter((r) => r.path.startsWith('/slow/')).length >= 32);
+    await closing.app.close();
+    const rows = (await Promise.all(subs.map((id) => rowsOf(closing.app.db, id)))).flat();
+    expect(rows).toHaveLength(40);
+    const givenBack = rows.filter((r) => r.status === 'pending');
+    expect(givenBack.length).toBeGreaterThan(0);
+    expect(givenBack.every((r) => r.attempts === 0 && !r.leased)).toBe(true);
+    expect(rows.filter((r) => r.status === 'failed')).toHaveLength(40 - givenBack.length);
   });
 });
 

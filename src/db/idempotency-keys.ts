@@ -7,7 +7,7 @@
 // 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
 import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
 import type { Database, Db } from './database.js';
-import { committed, discardAfterCommit } from './transact.js';
+import { committed, discardAfterCommit, opened } from './transact.js';
 
 export interface IdempotencyKeysTable {
   subject: string;
@@ -53,6 +53,7 @@ export async function beginKeyed(
   key: string,
 ): Promise<{ keyed: KeyedTransaction; state: KeyState }> {
   const trx = await db.startTransaction().execute();
+  opened(trx, db);
   const keyed: KeyedTransaction = { db: trx, subject, key, trx };
   try {
     // The lock and the read in one round trip; the read runs only when the lock was taken.

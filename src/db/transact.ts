@@ -1,8 +1,25 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, Db } from './database.js';
 
 /** What runs once a transaction has committed, by transaction (never kept past a rollback). */
 const afterCommitHooks = new WeakMap<Transaction<Database>, (() => void)[]>();
+
+/** The database each open transaction belongs to (Kysely's Transaction does not say). */
+const databases = new WeakMap<Transaction<Database>, Kysely<Database>>();
+
+/** `trx` was opened on `db`: whoever opens a transaction calls it, so that databaseOf knows. */
+export function opened(trx: Transaction<Database>, db: Kysely<Database>): void {
+  databases.set(trx, db);
+}
+
+/**
+ * The database `db` is or belongs to (undefined for a transaction not opened through transact or
+ * a keyed request): what state kept per database, such as the dispatcher's hand-off of new
+ * webhook deliveries (events/index.ts), is keyed by.
+ */
+export function databaseOf(db: Db): Kysely<Database> | undefined {
+  return db.isTransaction ? databases.get(db as Transaction<Database>) : db;
+}
 
 /**
  * Runs `work` in a transaction: a new one, or the one `db` already is (a request sent with an
@@ -14,6 +31,7 @@ export async function transact<T>(db: Db, work: (trx: Transaction<Database>) => 
   let current: Transaction<Database> | undefined;
   const result = await db.transaction().execute((trx) => {
     current = trx;
+    opened(trx, db);
     return work(trx);
   });
   if (current !== undefined) committed(current);

@@ -8,32 +8,117 @@ import type { EventType } from './event-types.js';
 export type EventRow = Selectable<EventsTable>;
 
 /**
+ * A delivery handed to the dispatcher of the process that wrote it, already leased to it: what
+ * sending it needs, as a claim returns it (webhooks/deliveries.repository.ts).
+ */
+export interface LeasedDelivery {
+  id: number;
+  subscription_id: number;
+  attempts: number;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
+  event_id: string;
+  event_type: EventType;
+  subject: string;
+  time: Date;
+  data: string;
+}
+
+/** A new event's deliveries: the ids of those to claim, and those leased to this process at insert. */
+export interface NewDeliveries {
+  ids: number[];
+  leased: LeasedDelivery[];
+}
+
+/**
  * The outbox's fan-out, as a statement for a WITH item: one webhook delivery for every enabled
  * subscription that wants the type of the event in `events` (a WITH item returning `sequence`,
- * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (DESIGN §12). Returns the ids.
+ * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (DESIGN §12).
+ *
+ * With `leaseMs`, a delivery that nothing earlier of its subscription and subject is waiting
+ * for (the order rule) is inserted already claimed by the writing process for that long, as
+ * the dispatcher's claim would (`attempts` 1, leased), so that its dispatcher sends it after
+ * the commit without a claim statement; a killed instance's lease lapses like a claimed one's.
+ * The check sees what committed before the statement began: a later event of a subject is
+ * written after the change of its row, which waits for the earlier writer's commit.
  */
-function fanOut(events: string): RawBuilder<unknown> {
+function fanOut(events: string, leaseMs: number | null): RawBuilder<unknown> {
   return sql`
-    insert into webhook_deliveries (subscription_id, event_sequence, subject)
-    select s.id, e.sequence, e.subject
+    insert into webhook_deliveries (subscription_id, event_sequence, subject, attempts, leased_until, last_attempt_at)
+    select s.id, e.sequence, e.subject, l.leased::int,
+           case when l.leased then now() + ${leaseMs}::integer * interval '1 millisecond' end,
+           case when l.leased then now() end
       from ${sql.table(events)} e join webhook_subscriptions s
         on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
-    returning id`;
+     cross join lateral (
+       select ${leaseMs}::integer is not null and not exists (
+         select 1 from webhook_deliveries p
+          where p.subscription_id = s.id and p.subject = e.subject and p.status in ('pending', 'failed')) as leased
+     ) l
+    returning id, subscription_id, event_sequence, leased_until is not null as leased`;
+}
+
+/**
+ * The deliveries of the WITH items `deliveries` (a fan-out) and `event` as one JSON text (null
+ * when there are none): the id of each, or the whole of those leased at insert.
+ */
+function handedOver(deliveries: string, event: string): RawBuilder<string | null> {
+  return sql<string | null>`(
+    select json_agg(case when d.leased then json_build_object(
+             'id', d.id, 'subscription_id', d.subscription_id, 'url', s.url, 'secret', s.secret,
+             'previous_secret', s.previous_secret, 'previous_secret_expires_at', s.previous_secret_expires_at,
+             'event_id', e.id, 'event_type', e.type, 'subject', e.subject, 'time', e.time, 'data', e.data)
+           else to_json(d.id) end)::text
+      from ${sql.table(deliveries)} d
+      join ${sql.table(event)} e on e.sequence = d.event_sequence
+      join webhook_subscriptions s on s.id = d.subscription_id)`;
+}
+
+type HandedOver =
+  | number
+  | (Omit<LeasedDelivery, 'attempts' | 'time' | 'previous_secret_expires_at'> & {
+      time: string;
+      previous_secret_expires_at: string | null;
+    });
+
+/** Reads `handedOver`'s JSON text. */
+export function newDeliveries(text: string | null): NewDeliveries {
+  const ids: number[] = [];
+  const leased: LeasedDelivery[] = [];
+  for (const d of text === null ? [] : (JSON.parse(text) as HandedOver[])) {
+    if (typeof d === 'number') ids.push(d);
+    else
+      leased.push({
+        ...d,
+        attempts: 1,
+        time: new Date(d.time),
+        previous_secret_expires_at:
+          d.previous_secret_expires_at === null ? null : new Date(d.previous_secret_expires_at),
+      });
+  }
+  return { ids, leased };
 }
 
 /**
  * Inserts the event and, in the same statement, its deliveries (the fan-out): committed with the
- * change or not at all (DESIGN §12). Returns the deliveries' ids.
+ * change or not at all (DESIGN §12). `leaseMs`: see fanOut.
  */
-export async function insertEvent(db: Db, row: Insertable<EventsTable>): Promise<number[]> {
-  const { rows } = await sql<{ id: number }>`
+export async function insertEvent(
+  db: Db,
+  row: Insertable<EventsTable>,
+  leaseMs: number | null,
+): Promise<NewDeliveries> {
+  const { rows } = await sql<{ deliveries: string | null }>`
     with e as (
       insert into events (id, type, subject, time, data, owner)
       values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner})
-      returning sequence, type, subject
-    )
-    ${fanOut('e')}`.execute(db);
-  return rows.map((r) => r.id);
+      returning sequence, id, type, subject, time, data
+    ),
+    d as (${fanOut('e', leaseMs)})
+    select ${handedOver('d', 'e')} as deliveries`.execute(db);
+  return newDeliveries(rows[0]?.deliveries ?? null);
 }
 
 /** An event whose subject, data and owner come from a row of another WITH item. */
@@ -44,12 +129,14 @@ export interface EventOfRow {
   subject: RawBuilder<string>;
   data: RawBuilder<string>;
   owner: RawBuilder<number>;
+  /** See fanOut. */
+  leaseMs: number | null;
 }
 
 /**
  * Two WITH items for a statement that changes a row and records its event in one round trip:
  * `recorded_event` inserts `event` for each row of `source` (none when it has none), and
- * `recorded_deliveries` fans it out (their ids: `select id from recorded_deliveries`).
+ * `recorded_deliveries` fans it out; `recordedDeliveries` selects them for newDeliveries.
  */
 export function recordEventWith(source: string, event: EventOfRow): RawBuilder<unknown> {
   return sql`
@@ -58,10 +145,13 @@ export function recordEventWith(source: string, event: EventOfRow): RawBuilder<u
       select ${event.id}::uuid, ${event.type}::text, ${event.subject}, ${event.time}::timestamptz, ${event.data},
              ${event.owner}
         from ${sql.table(source)}
-      returning sequence, type, subject
+      returning sequence, id, type, subject, time, data
     ),
-    recorded_deliveries as (${fanOut('recorded_event')})`;
+    recorded_deliveries as (${fanOut('recorded_event', event.leaseMs)})`;
 }
+
+/** recordEventWith's deliveries as JSON text, for newDeliveries. */
+export const recordedDeliveries = (): RawBuilder<string | null> => handedOver('recorded_deliveries', 'recorded_event');
 
 /**
  * Deletes up to `batch` events older than `cutoff`, oldest first; returns how many. Small

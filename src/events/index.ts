@@ -1,12 +1,19 @@
 // Events (DESIGN §12). What other resources use: recordEvent, inside the transaction of the
 // change it reports, so that the change and its event commit together or not at all.
 import { randomUUID } from 'node:crypto';
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { afterCommit } from '../db/transact.js';
+import { afterCommit, databaseOf } from '../db/transact.js';
 import type { EventType } from './event-types.js';
-import { insertEvent, type EventRow } from './events.repository.js';
-export { recordEventWith, type EventOfRow } from './events.repository.js';
+import { insertEvent, type EventRow, type LeasedDelivery, type NewDeliveries } from './events.repository.js';
+export {
+  newDeliveries,
+  recordedDeliveries,
+  recordEventWith,
+  type EventOfRow,
+  type LeasedDelivery,
+  type NewDeliveries,
+} from './events.repository.js';
 
 export { EVENT_PATTERNS, EVENT_TYPES, matchesPattern, type EventPattern, type EventType } from './event-types.js';
 export type { EventRow } from './events.repository.js';
@@ -21,31 +28,49 @@ export interface NewEvent {
   owner: number;
 }
 
-let queued = 0;
 let recorded = 0;
 
+/** At most this many ids wait for a dispatcher; older ones are left to its scan. */
+const HANDOFF_MAX = 10_000;
+/** Deliveries are leased at insert only while fewer than this many leased ones wait in hand. */
+const LEASED_IN_HAND_MAX = 1_000;
+
 /**
- * How many times this process has queued webhook deliveries: the dispatcher compares it after
- * a request to know whether to look for due deliveries at once (webhooks/dispatcher.ts).
+ * What this process's writes hand to the dispatcher of one database (webhooks/dispatcher.ts),
+ * once their transactions have committed: before that, a claim would find nothing.
  */
-export function deliveriesQueued(): number {
-  return queued;
+export interface DeliveryHandoff {
+  /** Bumped at every hand-off: the dispatcher compares it after a request to know whether to look. */
+  count: number;
+  /** Set while a dispatcher runs: the lease new deliveries are inserted with (fanOut), in ms. */
+  leaseMs: number | undefined;
+  /** Ids of new deliveries, to claim by primary key (one not due yet is left to the scan). */
+  ids: number[];
+  /** New deliveries leased to this process at insert, to send as they are, and when each came. */
+  leased: { delivery: LeasedDelivery; at: number }[];
 }
 
-/** At most this many ids wait for the dispatcher; older ones are left to its scan. */
-const QUEUED_IDS_MAX = 10_000;
-let queuedIds: number[] = [];
+const handoffs = new WeakMap<Kysely<Database>, DeliveryHandoff>();
+
+/** The hand-off of new deliveries written on `db` (the dispatcher's; made by it at start-up). */
+export function deliveryHandoff(db: Kysely<Database>): DeliveryHandoff {
+  let handoff = handoffs.get(db);
+  if (handoff === undefined) {
+    handoff = { count: 0, leaseMs: undefined, ids: [], leased: [] };
+    handoffs.set(db, handoff);
+  }
+  return handoff;
+}
 
 /**
- * The ids of deliveries this process queued and committed since the last call (the dispatcher
- * claims them by id; one that is not due, an earlier event of its subject still undelivered, is
- * left to its scan). A primary-key claim instead of a scan of the due index: under load, that
- * index's head is dead rows until the next vacuum.
+ * The lease for deliveries written now on `db`, in ms, or null: none when no dispatcher of
+ * this process serves its database, or when that one already has enough in hand.
  */
-export function takeQueuedDeliveries(): number[] {
-  const ids = queuedIds;
-  queuedIds = [];
-  return ids;
+export function deliveryLease(db: Db): number | null {
+  const database = databaseOf(db);
+  const handoff = database === undefined ? undefined : handoffs.get(database);
+  if (handoff?.leaseMs === undefined || handoff.leased.length >= LEASED_IN_HAND_MAX) return null;
+  return handoff.leaseMs;
 }
 
 /**
@@ -58,26 +83,35 @@ export function eventsRecorded(): number {
 
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  eventRecorded(trx, await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() }));
+  eventRecorded(trx, await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() }, deliveryLease(trx)));
 }
 
 /**
  * An event and its deliveries were written by a statement on `db` (recordEventWith): counts it
  * for the event stream, and hands the deliveries to the dispatcher once they are there to be
  * claimed, at once after a statement outside any transaction or when `db`'s transaction
- * commits (a claim by id before the commit finds nothing, and the dispatcher would leave them
- * to its slower scan).
+ * commits (a claim by id before the commit finds nothing, and a leased delivery sent before it
+ * would announce an event that may yet roll back).
  */
-export function eventRecorded(db: Db, deliveries: readonly number[]): void {
+export function eventRecorded(db: Db, deliveries: NewDeliveries): void {
   recorded++;
-  if (deliveries.length === 0) return;
-  const queue = () => {
-    queued++;
-    if (queuedIds.length + deliveries.length > QUEUED_IDS_MAX) queuedIds = queuedIds.slice(deliveries.length);
-    queuedIds.push(...deliveries);
+  if (deliveries.ids.length === 0 && deliveries.leased.length === 0) return;
+  const database = databaseOf(db);
+  const handoff = database === undefined ? undefined : handoffs.get(database);
+  if (handoff === undefined) return; // no dispatcher of this process: its own scan finds them
+  const handOver = () => {
+    handoff.count++;
+    const { ids, leased } = deliveries;
+    if (handoff.leaseMs !== undefined) {
+      // Only while a dispatcher runs: else nothing would take them (its scan finds them anyway).
+      if (handoff.ids.length + ids.length > HANDOFF_MAX) handoff.ids = handoff.ids.slice(ids.length);
+      handoff.ids.push(...ids);
+    }
+    const at = performance.now();
+    for (const delivery of leased) handoff.leased.push({ delivery, at });
   };
-  if (db.isTransaction) afterCommit(db as Transaction<Database>, queue);
-  else queue();
+  if (db.isTransaction) afterCommit(db as Transaction<Database>, handOver);
+  else handOver();
 }
 
 /** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */

@@ -7,7 +7,7 @@ import { compilable, prepare, prepareVariants, type Statement } from '../db/prep
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
-import { recordEventWith } from '../events/index.js';
+import { newDeliveries, recordedDeliveries, recordEventWith, type NewDeliveries } from '../events/index.js';
 import type { OrderStatus } from './order-status.js';
 import type { OrderItemRow, OrderRow, OrdersTable } from './orders.table.js';
 
@@ -59,7 +59,7 @@ export interface Placement {
   /** The order, when placed: the customer exists and every line had the units. */
   order: OrderRow | undefined;
   /** The webhook deliveries its `order.created` event queued. */
-  deliveries: number[];
+  deliveries: NewDeliveries;
 }
 
 /**
@@ -92,8 +92,17 @@ const orderV1Json = (o: string) => {
  * are the lines in product order, each product once, comma-separated; line numbers follow it.
  */
 const placeStatement = prepare(
-  6,
-  (db, customerId: number, productIds: string, quantities: string, lineCount: number, eventId: string, at: Date) =>
+  7,
+  (
+    db,
+    customerId: number,
+    productIds: string,
+    quantities: string,
+    lineCount: number,
+    eventId: string,
+    at: Date,
+    leaseMs: number | null,
+  ) =>
     compilable<PlacementRow>(
       db,
       sql`
@@ -142,10 +151,11 @@ const placeStatement = prepare(
         subject: sql<string>`'orders/' || placed.id`,
         data: orderV1Json('placed'),
         owner: sql<number>`placed.customer_id`,
+        leaseMs,
       })}
       select c.found as customer_found,
              (select string_agg(product_id || ':' || available, ',') from locked) as stock,
-             (select string_agg(id::text, ',') from recorded_deliveries) as deliveries,
+             ${recordedDeliveries()} as deliveries,
              o.*
         from customer c left join placed o on true`,
     ),
@@ -157,6 +167,7 @@ export async function placeOrderRows(
   db: Db,
   customerId: number,
   lines: readonly (readonly [productId: number, quantity: number])[],
+  leaseMs: number | null,
 ): Promise<Placement> {
   const [row] = await placeStatement(
     db,
@@ -166,6 +177,7 @@ export async function placeOrderRows(
     lines.length,
     randomUUID(),
     new Date(),
+    leaseMs,
   );
   if (row === undefined) throw new Error('placing an order returned no row');
   const { customer_found: customerFound, stock, deliveries, ...order } = row;
@@ -178,7 +190,7 @@ export async function placeOrderRows(
     customerFound,
     available,
     order: order.id === null ? undefined : order,
-    deliveries: deliveries === null ? [] : deliveries.split(',').map(Number),
+    deliveries: newDeliveries(deliveries),
   };
 }
 

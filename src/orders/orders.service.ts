@@ -29,7 +29,7 @@ import {
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 import { transact } from '../db/transact.js';
 import fastJson from 'fast-json-stringify';
-import { eventRecorded, idOnly, recordEvent, type EventType } from '../events/index.js';
+import { deliveryLease, eventRecorded, idOnly, recordEvent, type EventType } from '../events/index.js';
 
 /**
  * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
@@ -108,7 +108,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
 
   // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
   // joins that one, and its deliveries go to the dispatcher when that commits.
-  const placed = await repo.placeOrderRows(db, customerId, lines);
+  const placed = await repo.placeOrderRows(db, customerId, lines, deliveryLease(db));
   if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
   if (placed.order === undefined) {
     // The first line, in product order, that could not be reserved.

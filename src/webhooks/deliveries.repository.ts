@@ -1,23 +1,10 @@
 // SQL for webhook deliveries (migration 0011).
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { EventType } from '../events/index.js';
+import type { LeasedDelivery } from '../events/index.js';
 
-/** A claimed delivery with what sending it needs. */
-export interface ClaimedDelivery {
-  id: number;
-  subscription_id: number;
-  attempts: number;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_expires_at: Date | null;
-  event_id: string;
-  event_type: EventType;
-  subject: string;
-  time: Date;
-  data: string;
-}
+/** A claimed delivery with what sending it needs (the same as one leased at its insert). */
+export type ClaimedDelivery = LeasedDelivery;
 
 /**
  * Claims up to `limit` due deliveries for `leaseMs`, or the given ones among `ids` that are
@@ -45,6 +32,21 @@ export interface Outcome {
   error: string | null;
   /** When a failed delivery is tried again. */
   nextAttemptAt?: Date;
+}
+
+/**
+ * Gives back deliveries leased to this process at their insert that it will not send (it is
+ * shutting down, or they waited in hand too long): due again at once, for any instance, as if
+ * never claimed.
+ */
+export async function releaseLeased(db: Db, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await sql`
+    update webhook_deliveries
+       set leased_until = null, attempts = 0, last_attempt_at = null
+     where id = any(string_to_array(${ids.join(',')}, ',')::bigint[]) and status = 'pending' and attempts = 1`.execute(
+    db,
+  );
 }
 
 /** Records an attempt's outcome and releases the lease. */

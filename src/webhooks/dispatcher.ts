@@ -18,13 +18,14 @@ import ipaddr from 'ipaddr.js';
 import postgres from 'postgres';
 import { Counter, Gauge } from 'prom-client';
 import { Agent } from 'undici';
-import { deliveriesQueued, takeQueuedDeliveries, toCloudEvent } from '../events/index.js';
+import { deliveryHandoff, toCloudEvent } from '../events/index.js';
 import { isPublicAddress, type ResolveHost } from './address-guard.js';
 import {
   claimDeliveries,
   disableSubscription,
   pendingStats,
   recordDelivered,
+  releaseLeased,
   recordOutcome,
   type ClaimedDelivery,
 } from './deliveries.repository.js';
@@ -32,13 +33,6 @@ import { signatureHeader } from './signing.js';
 
 /** The channel an instance notifies after it queued deliveries (LISTENed by every dispatcher). */
 const NOTIFY_CHANNEL = 'resource_api_webhooks';
-/**
- * Dispatchers running in this process. The ids of new deliveries are queued per process
- * (events/index.ts), so only a process's one dispatcher may claim them by id; where several
- * apps share a process (tests, an embedding), each scans for due deliveries at every turn.
- */
-let dispatchersInProcess = 0;
-
 /** NOTIFYs of one instance are at least this far apart (a busy instance's dispatcher needs none). */
 const NOTIFY_SPACING_MS = 50;
 
@@ -197,9 +191,10 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   };
   // After a write that queued deliveries has answered (and so committed), they are due now:
   // here, and on the other instances. A write that queued none costs nothing.
-  let seen = deliveriesQueued();
+  const handoff = deliveryHandoff(app.db);
+  let seen = handoff.count;
   app.addHook('onResponse', (_request, _reply, done) => {
-    const now = deliveriesQueued();
+    const now = handoff.count;
     if (now !== seen) {
       seen = now;
       wake();
@@ -341,26 +336,37 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }).finally(() => (sleeping = undefined));
 
   /**
-   * This process's new deliveries, claimed by primary key once their writes have committed. One
-   * that is not claimed (an earlier event of its subject still undelivered, its subscription
-   * paused meanwhile) is tried again at the next turns, then left to the scan.
+   * This process's new deliveries, once their writes have committed: those leased to it at
+   * insert, sent as they are, then the others, claimed by primary key. One that is not claimed
+   * (an earlier event of its subject still undelivered, its subscription paused meanwhile) is
+   * tried again at the next turns, then left to the scan. A leased one that waited in hand for
+   * half its lease is given back (another instance may claim it once the lease lapses).
    */
+  const lease = leaseMs(timeoutMs);
   let own: { id: number; misses: number }[] = [];
   async function claimOwn(room: number): Promise<ClaimedDelivery[]> {
-    const queued = takeQueuedDeliveries();
-    if (dispatchersInProcess > 1) {
-      // Not ours alone: they may be another app's (another database). Scan instead.
-      state.scan = true;
-      return [];
+    const stale = performance.now() - lease / 2;
+    const leased: ClaimedDelivery[] = [];
+    const expired: number[] = [];
+    while (leased.length < room && handoff.leased.length > 0) {
+      const { delivery, at } = handoff.leased.shift() as (typeof handoff.leased)[number];
+      if (at < stale) expired.push(delivery.id);
+      else leased.push(delivery);
     }
-    for (const id of queued) own.push({ id, misses: 0 });
-    if (own.length === 0) return [];
-    const batch = own.slice(0, room);
+    if (expired.length > 0) {
+      state.scan = true;
+      await releaseLeased(app.db, expired);
+    }
+    for (const id of handoff.ids) own.push({ id, misses: 0 });
+    handoff.ids = [];
+    const space = room - leased.length;
+    if (own.length === 0 || space === 0) return leased;
+    const batch = own.slice(0, space);
     own = own.slice(batch.length);
     const claimed = await claimDeliveries(
       app.db,
       batch.length,
-      leaseMs(timeoutMs),
+      lease,
       batch.map((o) => o.id),
     );
     const got = new Set(claimed.map((d) => d.id));
@@ -369,7 +375,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       if (o.misses < 3) own.push({ id: o.id, misses: o.misses + 1 });
       else state.scan = true;
     }
-    return claimed;
+    return [...leased, ...claimed];
   }
 
   // Up to BATCH attempts in flight. The loop never waits for a whole batch: a slow receiver
@@ -389,7 +395,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
           claimed = await claimOwn(room);
           if (state.scan && claimed.length < room) {
             const wanted = room - claimed.length;
-            const scanned = await claimDeliveries(app.db, wanted, leaseMs(timeoutMs));
+            const scanned = await claimDeliveries(app.db, wanted, lease);
             // A full batch: more may be due, so scan again when a slot frees.
             state.scan = scanned.length === wanted;
             claimed.push(...scanned);
@@ -420,7 +426,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
 
   let running: Promise<void> | undefined;
   app.addHook('onReady', async () => {
-    dispatchersInProcess++;
+    handoff.leaseMs = lease; // new deliveries are inserted leased to this process (events/index.ts)
     running = loop();
     if (channel !== undefined) {
       await channel
@@ -433,13 +439,19 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }
   });
   app.addHook('preClose', (done) => {
+    handoff.leaseMs = undefined;
     state.stopped = true;
     wake();
     done();
   });
   app.addHook('onClose', async () => {
     await running;
-    if (running !== undefined) dispatchersInProcess--;
+    // Leased at insert but not sent (written while the loop stopped): due again at once for
+    // the other instances, or for this one's restart, instead of after the lease.
+    const unsent = handoff.leased.splice(0).map(({ delivery }) => delivery.id);
+    await releaseLeased(app.db, unsent).catch((e: unknown) => {
+      app.log.warn({ err: e }, 'releasing unsent webhook deliveries failed: they are due again after their lease');
+    });
     await agent.close();
   });
 }
