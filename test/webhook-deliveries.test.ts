@@ -321,9 +321,10 @@ describe('what a subscription receives', () => {
 });
 
 describe('a new delivery, leased at its insert to the instance that wrote it', async () => {
-  // Its dispatcher sends it after the commit without a claim statement; a later event of the
-  // same subject is not leased while an earlier one waits (the order rule), nor is anything
-  // written where no dispatcher runs, and what is not sent by shutdown is given back.
+  // The delivery of an event that creates its subject: its dispatcher sends it after the commit
+  // without a claim statement. A later event of the subject is claimed as before, once the
+  // earlier one is done (the order rule); nothing is leased where no dispatcher runs, and what
+  // is not sent by shutdown, or waited in hand for half its lease, is given back.
   const settings = {
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     WEBHOOK_POLL_MS: '50',
@@ -348,7 +349,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
           from webhook_deliveries where subscription_id = ${subscriptionId} order by id`.execute(db)
     ).rows;
 
-  it('is leased in the statement that inserts it; a later one of its subject waits, unleased', async () => {
+  it('is leased in the statement that inserts it; a later one of its subject waits, unleased, for the claim', async () => {
     const sub = await subscribeOn(writerApi, '/slow');
     const slowBefore = at('/slow').length;
     const user = await createUser(writer.app);

@@ -37,26 +37,23 @@ export interface NewDeliveries {
  * subscription that wants the type of the event in `events` (a WITH item returning `sequence`,
  * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (DESIGN §12).
  *
- * With `leaseMs`, a delivery that nothing earlier of its subscription and subject is waiting
- * for (the order rule) is inserted already claimed by the writing process for that long, as
- * the dispatcher's claim would (`attempts` 1, leased), so that its dispatcher sends it after
- * the commit without a claim statement; a killed instance's lease lapses like a claimed one's.
- * The check sees what committed before the statement began: a later event of a subject is
- * written after the change of its row, which waits for the earlier writer's commit.
+ * With `leaseMs` (given for the event that creates its subject: nothing earlier of that subject
+ * can be waiting, so the order rule holds without a look), each delivery is inserted already
+ * claimed by the writing process for that long, as the dispatcher's claim would (`attempts` 1,
+ * leased), so that its dispatcher sends it after the commit without a claim statement; a killed
+ * instance's lease lapses like a claimed one's. (A look for earlier deliveries of the subject in
+ * this statement, so as to lease later events too, was tried: in `npm run bench -- --webhooks`
+ * a subscription then cost PostgreSQL +520–690 µs an order, against none of that for a server
+ * started afterwards on the same grown table: a plan made while the table was small.)
  */
 function fanOut(events: string, leaseMs: number | null): RawBuilder<unknown> {
   return sql`
     insert into webhook_deliveries (subscription_id, event_sequence, subject, attempts, leased_until, last_attempt_at)
-    select s.id, e.sequence, e.subject, l.leased::int,
-           case when l.leased then now() + ${leaseMs}::integer * interval '1 millisecond' end,
-           case when l.leased then now() end
+    select s.id, e.sequence, e.subject, (${leaseMs}::integer is not null)::int,
+           now() + ${leaseMs}::integer * interval '1 millisecond',
+           case when ${leaseMs}::integer is not null then now() end
       from ${sql.table(events)} e join webhook_subscriptions s
         on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
-     cross join lateral (
-       select ${leaseMs}::integer is not null and not exists (
-         select 1 from webhook_deliveries p
-          where p.subscription_id = s.id and p.subject = e.subject and p.status in ('pending', 'failed')) as leased
-     ) l
     returning id, subscription_id, event_sequence, leased_until is not null as leased`;
 }
 

@@ -63,10 +63,14 @@ export function deliveryHandoff(db: Kysely<Database>): DeliveryHandoff {
 }
 
 /**
- * The lease for deliveries written now on `db`, in ms, or null: none when no dispatcher of
- * this process serves its database, or when that one already has enough in hand.
+ * The lease, in ms, for the deliveries of an event of `type` written now on `db` (fanOut), or
+ * null. Only an event that creates its subject is leased at insert: nothing earlier of that
+ * subject can be waiting, so no look is needed for the order rule; a later event is claimed by
+ * its dispatcher once its subject's earlier deliveries are done. None either when no
+ * dispatcher of this process serves the database, or when that one already has enough in hand.
  */
-export function deliveryLease(db: Db): number | null {
+export function deliveryLease(db: Db, type: EventType): number | null {
+  if (!type.endsWith('.created')) return null;
   const database = databaseOf(db);
   const handoff = database === undefined ? undefined : handoffs.get(database);
   if (handoff?.leaseMs === undefined || handoff.leased.length >= LEASED_IN_HAND_MAX) return null;
@@ -83,7 +87,8 @@ export function eventsRecorded(): number {
 
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  eventRecorded(trx, await insertEvent(trx, { ...event, id: randomUUID(), time: new Date() }, deliveryLease(trx)));
+  const row = { ...event, id: randomUUID(), time: new Date() };
+  eventRecorded(trx, await insertEvent(trx, row, deliveryLease(trx, event.type)));
 }
 
 /**

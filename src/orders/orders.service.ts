@@ -108,7 +108,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
 
   // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
   // joins that one, and its deliveries go to the dispatcher when that commits.
-  const placed = await repo.placeOrderRows(db, customerId, lines, deliveryLease(db));
+  const placed = await repo.placeOrderRows(db, customerId, lines, deliveryLease(db, 'order.created'));
   if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
   if (placed.order === undefined) {
     // The first line, in product order, that could not be reserved.
