@@ -23,6 +23,10 @@ const PUBLIC_COLUMNS = [
   'created_at',
 ] as const;
 export type PublicUserRow = Pick<UserRow, (typeof PUBLIC_COLUMNS)[number]>;
+/** The columns v1 shows (and the version, for the ETag): no age or address. */
+const V1_COLUMNS = ['id', 'name', 'email', 'version', 'created_at'] as const;
+/** A user as read for v1 or v2: the profile columns only when v2's were selected. */
+export type UserReadRow = Pick<UserRow, (typeof V1_COLUMNS)[number]> & Partial<PublicUserRow>;
 
 /** The API's sort fields and their columns; the wire schema offers exactly these (tsc checks). */
 const SORT_COLUMNS = { id: 'id', name: 'name', email: 'email', createdAt: 'created_at' } as const satisfies Record<
@@ -44,6 +48,13 @@ const selectUserById = prepare(1, (db, id: number) =>
 
 export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
   return (await selectUserById(db, id))[0];
+}
+
+const selectUserV1ById = prepare(1, (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id));
+
+/** A user's v1 columns: `GET /api/v1/users/{id}` reads no more than it shows. */
+export async function findUserV1ById(db: Db, id: number): Promise<UserReadRow | undefined> {
+  return (await selectUserV1ById(db, id))[0];
 }
 
 const selectUserId = prepare(1, (db, id: number) => db.selectFrom('users').select('id').where('id', '=', id));

@@ -10,7 +10,7 @@ import { transact } from '../db/transact.js';
 import { idOnly, recordEvent } from '../events/index.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
-import type { PublicUserRow } from './users.repository.js';
+import type { UserReadRow } from './users.repository.js';
 import { USER_SORT_FIELDS, UserV1Schema, type PasswordChange } from './users.schemas.js';
 
 /** An event's data (DESIGN §12): the v1 representation, through the v1 response schema. */
@@ -47,14 +47,14 @@ export interface UserFields {
 }
 
 /** DESIGN §3: createdAt is the UTC wall clock without zone, to the millisecond. */
-export function toUser(row: PublicUserRow): User {
+export function toUser(row: UserReadRow): User {
   return {
     id: row.id,
     name: row.name,
     email: row.email,
-    age: row.age,
+    age: row.age ?? null,
     address:
-      row.address_street === null || row.address_postal_code === null
+      row.address_street == null || row.address_postal_code == null
         ? null
         : { street: row.address_street, postalCode: row.address_postal_code },
     version: row.version,
@@ -86,9 +86,10 @@ function assertAdmin(caller: Principal, what: string): void {
   if (!caller.admin) throw new Forbidden(`${what} needs the admin scope.`, 'admin');
 }
 
-export async function getUser(db: Db, caller: Principal, id: number): Promise<User> {
+/** `withProfile` false: age and address are not read (v1 shows neither); they come back null. */
+export async function getUser(db: Db, caller: Principal, id: number, withProfile = true): Promise<User> {
   assertReachable(caller, id);
-  const row = await repo.findUserById(db, id);
+  const row = withProfile ? await repo.findUserById(db, id) : await repo.findUserV1ById(db, id);
   if (row === undefined) throw new EntityNotFound('User', id);
   return toUser(row);
 }
