@@ -340,7 +340,8 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
    * insert, sent as they are, then the others, claimed by primary key. One that is not claimed
    * (an earlier event of its subject still undelivered, its subscription paused meanwhile) is
    * tried again at the next turns, then left to the scan. A leased one that waited in hand for
-   * half its lease is given back (another instance may claim it once the lease lapses).
+   * half its lease is given back, due at once for any instance's claim: sent later, its attempt
+   * could cross another instance's once the lease lapsed.
    */
   const lease = leaseMs(timeoutMs);
   let own: { id: number; misses: number }[] = [];
@@ -355,7 +356,10 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }
     if (expired.length > 0) {
       state.scan = true;
-      await releaseLeased(app.db, expired);
+      // Not fatal to what was taken: unreleased, they are due again once their lease lapses.
+      await releaseLeased(app.db, expired).catch((e: unknown) => {
+        app.log.warn({ err: e }, 'giving back webhook deliveries failed: they are due again after their lease');
+      });
     }
     for (const id of handoff.ids) own.push({ id, misses: 0 });
     handoff.ids = [];
