@@ -344,7 +344,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
   };
   const rowsOf = async (db: typeof app.db, subscriptionId: number) =>
     (
-      await sql<{ status: string; attempts: number; leased: boolean; at_insert: boolean }>`
+      await sql<{ status: string; attempts: number; leased: boolean; at_insert: boolean | null }>`
         select status, attempts, leased_until is not null as leased, last_attempt_at = created_at as at_insert
           from webhook_deliveries where subscription_id = ${subscriptionId} order by id`.execute(db)
     ).rows;
