@@ -1,12 +1,20 @@
 // DESIGN §10: Idempotency-Key on every POST and PATCH. A retry replays the stored answer byte for
 // byte and changes nothing; another request under the key is 422; a retry racing the first is
 // 409; the stored answer commits with the write or not at all. Both engines.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import { aCustomer, aProductRequest, asAdmin, aUserRequest, createProduct, stockOf } from './support/factories.js';
+import {
+  aCustomer,
+  aProductRequest,
+  asAdmin,
+  aUserRequest,
+  createProduct,
+  placeOrder,
+  stockOf,
+} from './support/factories.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
 
@@ -439,6 +447,69 @@ describe.runIf(engine === 'postgres')('a retry while the first request still run
     } finally {
       await client.end();
     }
+  });
+});
+
+describe.runIf(engine === 'postgres')('an outcome stored under the key after the request looked (PostgreSQL)', () => {
+  // The key's read runs on the snapshot its statement began with: when the first request
+  // commits and lets go of the lock between that snapshot and the lock, the second finds no
+  // outcome, holds the lock and runs. This test makes that interleaving happen every time:
+  // another session stores an outcome under the key while the request waits for a stock row.
+  it('rolls the request back and answers 409; the retry replays the stored outcome', async () => {
+    const product = await createProduct(app, { price: 1 }, 10);
+    const customer = await aCustomer(app);
+    const key = randomUUID();
+    const body = JSON.stringify({ productId: product.id, quantity: 2 });
+    const fingerprint = createHash('sha256').update('POST /api/v1/orders\n').update(body).digest('base64url');
+    const send = () =>
+      app.inject({
+        method: 'POST',
+        url: '/api/v1/orders',
+        headers: { authorization: customer.auth, 'content-type': 'application/json', 'idempotency-key': key },
+        payload: body,
+      });
+    // What the other session stores: a real order's answer, placed without the key.
+    const first = await placeOrder(app, customer.auth, product.id, 2);
+    expect(first.statusCode).toBe(201);
+    const ordersBefore = await countRows('orders');
+
+    const other = await app.db.startTransaction().execute();
+    let racing: Promise<LightMyRequestResponse> | undefined;
+    try {
+      const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(other);
+      await sql`select 1 from stock where product_id = ${product.id} for update`.execute(other);
+      await sql`
+        insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+        values (${String(customer.id)}, ${key}, ${fingerprint}, 201,
+                ${JSON.stringify({ 'content-type': first.headers['content-type'], location: first.headers.location })},
+                ${first.body},
+                now() + interval '1 hour')`.execute(other);
+      racing = send();
+      // The request has looked (no outcome) and now waits for the stock row this session holds.
+      for (let waiting = 0; waiting === 0;) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        const blocked = await sql<{ n: number }>`
+          select count(*)::int as n from pg_stat_activity where ${rows[0]!.pid}::int = any(pg_blocking_pids(pid))`.execute(
+          app.db,
+        );
+        waiting = blocked.rows[0]!.n;
+      }
+      await other.commit().execute();
+    } finally {
+      if (!other.isCommitted) await other.rollback().execute();
+    }
+
+    const answer = await racing;
+    expect(answer.statusCode, answer.body).toBe(409);
+    expect(answer.headers['retry-after']).toBe('1');
+    expect(await countRows('orders')).toBe(ordersBefore);
+    expect(await stockOf(app, product.id)).toEqual({ available: 8, reserved: 2 });
+
+    const retry = await send();
+    expect(retry.statusCode).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toBe(first.body);
+    expect(retry.headers.location).toBe(first.headers.location);
   });
 });
 

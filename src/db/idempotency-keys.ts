@@ -6,6 +6,7 @@
 // handler's writes; then the outcome is inserted and everything commits together. A 409 or
 // 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
 import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
+import { IdempotencyKeyInUse } from '../errors.js';
 import type { Database, Db } from './database.js';
 import { committed, discardAfterCommit, opened } from './transact.js';
 
@@ -93,6 +94,8 @@ export async function beginKeyed(
 /**
  * Stores the outcome under the key and commits it with the request's writes. `discardWrites`
  * first undoes them (a 409 or 422 is stored as the answer of a request that changed nothing).
+ * Throws IdempotencyKeyInUse, with everything rolled back, when another request's outcome
+ * under the key committed first.
  */
 export async function commitKeyed(
   keyed: KeyedTransaction,
@@ -106,9 +109,12 @@ export async function commitKeyed(
       await sql`rollback to savepoint ${SAVEPOINT}`.execute(trx);
       discardAfterCommit(trx);
     }
-    // An expired row that the purge has not reached yet is replaced; a live one cannot exist
-    // (the lock was held since it was found absent).
-    await sql`
+    // An expired row that the purge has not reached yet is replaced. A live one means another
+    // request stored its outcome after this one looked: beginKeyed's read runs on the snapshot
+    // its statement began with, which can predate the lock (the first request committed and
+    // let go of the lock in between). Then this request's writes must not commit: it is rolled
+    // back and answered 409 with Retry-After, and its retry replays the stored outcome.
+    const { rows } = await sql<{ stored: number }>`
       insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
       values (${keyed.subject}, ${keyed.key}, ${outcome.fingerprint}, ${outcome.status},
               ${JSON.stringify(outcome.headers)}, ${outcome.body},
@@ -116,7 +122,9 @@ export async function commitKeyed(
       on conflict (subject, key) do update
         set fingerprint = excluded.fingerprint, status = excluded.status, headers = excluded.headers,
             body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at
-        where idempotency_keys.expires_at <= now()`.execute(trx);
+        where idempotency_keys.expires_at <= now()
+      returning 1 as stored`.execute(trx);
+    if (rows.length === 0) throw new IdempotencyKeyInUse();
     await trx.commit().execute();
   } catch (error) {
     await rollbackKeyed(keyed);
