@@ -173,6 +173,36 @@ describe('PUT and DELETE /api/products/{id}', () => {
     expect((await api({ method: 'GET', url: `/api/stock/${product.id}` })).statusCode).toBe(404);
   });
 
+  it('deletes only at the version If-Match names (412 with the current ETag otherwise); gone already is 204', async () => {
+    const product = await createProduct(app);
+    await api({
+      method: 'PUT',
+      url: `/api/products/${product.id}`,
+      payload: { sku: product.sku, name: 'Renamed', price: 5 },
+    });
+    const del = (ifMatch: string) =>
+      api({ method: 'DELETE', url: `/api/products/${product.id}`, headers: { 'if-match': ifMatch } });
+
+    const stale = await del('"1"');
+    const weak = await del('W/"2"');
+    const stillThere = await api({ method: 'GET', url: `/api/products/${product.id}` });
+    const current = await del('"1", "2"');
+    const again = await del('"2"');
+
+    expect([stale.statusCode, weak.statusCode]).toEqual([412, 412]);
+    expect(stale.json()).toMatchObject({
+      type: 'about:blank',
+      title: 'Precondition Failed',
+      status: 412,
+      detail: `Product ${product.id} is at version 2, which If-Match does not name.`,
+    });
+    expect(stale.headers.etag).toBe('"2"');
+    expect(stillThere.statusCode).toBe(200);
+    expect(current.statusCode).toBe(204);
+    expect(again.statusCode).toBe(204);
+    expect((await api({ method: 'GET', url: `/api/products/${product.id}` })).statusCode).toBe(404);
+  });
+
   it('needs products:write to change and products:read to read', async () => {
     const product = await createProduct(app);
     const reader = await bearer({ sub: '5', scope: 'products:read' });

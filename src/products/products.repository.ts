@@ -42,8 +42,14 @@ export function updateProduct(
   return query.returningAll().executeTakeFirst().catch(translate);
 }
 
-export async function deleteProductById(db: Db, id: number): Promise<void> {
-  await db.deleteFrom('products').where('id', '=', id).execute();
+/** Deletes the product if it exists and (with If-Match) is at a version it names; true if it did. */
+export async function deleteProductById(db: Db, id: number, ifMatch?: IfMatch): Promise<boolean> {
+  const deleted = await db
+    .deleteFrom('products')
+    .where('id', '=', id)
+    .where(versionMatches(ifMatch))
+    .executeTakeFirst();
+  return deleted.numDeletedRows > 0n;
 }
 
 /** A page and the total, sent together (pipelined on PostgreSQL). */

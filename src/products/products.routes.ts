@@ -90,12 +90,12 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
     config: write,
     schema: {
       tags,
-      summary: 'Delete a product (idempotent)',
+      summary: 'Delete a product (idempotent; If-Match optional)',
       params: IdParamSchema,
-      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403) },
+      response: { 204: NoContentSchema, ...problemResponses(400, 401, 403, 412) },
     },
     handler: async (request, reply) => {
-      await products.deleteProduct(request.db, request.params.id);
+      await products.deleteProduct(request.db, request.params.id, ifMatchVersions(request.headers['if-match']));
       return reply.code(204).send(undefined);
     },
   });

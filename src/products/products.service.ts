@@ -65,6 +65,14 @@ export async function replaceProduct(db: Db, id: number, input: ProductRequest, 
   throw new PreconditionFailed('Product', id, current.version);
 }
 
-export async function deleteProduct(db: Db, id: number): Promise<void> {
-  await repo.deleteProductById(db, id);
+/**
+ * Deletes the product; idempotent (gone already: nothing happens). With If-Match versions, only
+ * when the current version is one of them (412 otherwise); the check and the delete are one
+ * statement.
+ */
+export async function deleteProduct(db: Db, id: number, ifMatch?: IfMatch): Promise<void> {
+  if (await repo.deleteProductById(db, id, ifMatch)) return;
+  // Not deleted: already gone (204 all the same), or at a version If-Match does not name.
+  const current = ifMatch === undefined ? undefined : await repo.findProductById(db, id);
+  if (current !== undefined) throw new PreconditionFailed('Product', id, current.version);
 }

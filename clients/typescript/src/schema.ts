@@ -107,8 +107,8 @@ export interface paths {
         put: operations["putProductsById"];
         post?: never;
         /**
-         * Delete a product (idempotent)
-         * @description Delete a product (idempotent)
+         * Delete a product (idempotent; If-Match optional)
+         * @description Delete a product (idempotent; If-Match optional)
          */
         delete: operations["deleteProductsById"];
         options?: never;
@@ -2381,7 +2381,10 @@ export interface operations {
     deleteProductsById: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Apply only if the resource is at one of these versions (its ETag, e.g. `"3"`), or `*` for any; otherwise 412 with the current ETag. */
+                "If-Match"?: string;
+            };
             path: {
                 /** @description Numeric identifier */
                 id: number;
@@ -2395,6 +2398,7 @@ export interface operations {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     [name: string]: unknown;
                 };
@@ -2404,6 +2408,7 @@ export interface operations {
             401: components["responses"]["Problem401"];
             403: components["responses"]["Problem403"];
             406: components["responses"]["Problem406"];
+            412: components["responses"]["Problem412"];
             413: components["responses"]["Problem413"];
             415: components["responses"]["Problem415"];
             429: components["responses"]["Problem429"];
