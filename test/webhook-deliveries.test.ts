@@ -420,6 +420,49 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
     expect(givenBack.every((r) => r.attempts === 0 && !r.leased)).toBe(true);
     expect(rows.filter((r) => r.status === 'failed')).toHaveLength(40 - givenBack.length);
   });
+
+  it('is not given back once it was sent again on request and claimed elsewhere: that lease is the other instance’s', async () => {
+    // As above, 40 deliveries of one event and 32 slots: 8 wait in hand. Half of those are sent
+    // again on request and claimed by another instance (the claim function it runs) before this
+    // one closes: its give-back must leave their new lease alone, and still give back the rest.
+    const closing = await buildTestApp(
+      { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_TIMEOUT_MS: '4000' },
+      { resolveHost },
+    );
+    const closingApi = asAdmin(closing.app);
+    const subs: number[] = [];
+    for (let i = 0; i < 40; i++) subs.push(await subscribeOn(closingApi, `/slow/elsewhere/${i}`));
+    await createUser(closing.app);
+    const sent = () => rx.received.filter((r) => r.path.startsWith('/slow/elsewhere/'));
+    await until('the slots full', () => sent().length >= 32);
+    const inHand = subs.filter((_, i) => !sent().some((r) => r.path === `/slow/elsewhere/${i}`));
+    expect(inHand).toHaveLength(8);
+    const taken = inHand.slice(0, 4);
+    const ids: string[] = [];
+    for (const sub of taken) {
+      const { rows } = await sql<{ id: string }>`
+        select id::text as id from webhook_deliveries where subscription_id = ${sub}`.execute(closing.app.db);
+      const again = await closingApi({
+        method: 'POST',
+        url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${rows[0]!.id}/redelivery`,
+      });
+      expect(again.statusCode, again.body).toBe(202);
+      ids.push(rows[0]!.id);
+    }
+    const claimed = await sql<{ id: string }>`
+      select id::text as id from webhook_claim(${`{${ids.join(',')}}`}::bigint[], null, 60000)`.execute(closing.app.db);
+    expect(claimed.rows).toHaveLength(4);
+
+    await closing.app.close();
+    const rowsOfSubs = async (list: number[]) =>
+      (await Promise.all(list.map((id) => rowsOf(closing.app.db, id)))).flat();
+    expect(await rowsOfSubs(taken)).toEqual(
+      taken.map(() => ({ status: 'pending', attempts: 1, leased: true, at_insert: false })),
+    );
+    expect(await rowsOfSubs(inHand.slice(4))).toEqual(
+      inHand.slice(4).map(() => ({ status: 'pending', attempts: 0, leased: false, at_insert: null })),
+    );
+  });
 });
 
 describe('a receiver that does not answer', async () => {

@@ -37,16 +37,17 @@ export interface Outcome {
 /**
  * Gives back deliveries leased to this process at their insert that it will not send (it is
  * shutting down, or they waited in hand too long): due again at once, for any instance, as if
- * never claimed.
+ * never claimed. Only a lease still the insert's is given back (its attempt is stamped with the
+ * insert's time): a delivery sent again on request meanwhile and claimed by another instance is
+ * that instance's now, and un-leasing it would let a third send it while the second does.
  */
 export async function releaseLeased(db: Db, ids: readonly number[]): Promise<void> {
   if (ids.length === 0) return;
   await sql`
     update webhook_deliveries
        set leased_until = null, attempts = 0, last_attempt_at = null
-     where id = any(string_to_array(${ids.join(',')}, ',')::bigint[]) and status = 'pending' and attempts = 1`.execute(
-    db,
-  );
+     where id = any(string_to_array(${ids.join(',')}, ',')::bigint[])
+       and status = 'pending' and attempts = 1 and last_attempt_at = created_at`.execute(db);
 }
 
 /** Records an attempt's outcome and releases the lease. */
