@@ -3,8 +3,11 @@
 // when Redis cannot answer. Windows are wall-clock minutes, so each sequence first moves clear
 // of a minute boundary.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { MAX_HITS_PER_CALL, RedisStore } from '../src/http/rate-limit.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
 import { bearer } from './support/tokens.js';
@@ -271,6 +274,31 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
         .sort(),
     ).toEqual(['r=0', 'r=1', 'r=2', 'r=3']);
     expect(ofB.map((r) => String(r.headers.ratelimit).split(';')[1]).sort()).toEqual(['r=2', 'r=3']);
+  });
+});
+
+describe.runIf(runRedis && redisUp)('the Redis store under a burst', () => {
+  it('sends the hits of one turn in calls of at most 1,000 keys, and answers each hit its own count', async () => {
+    const store = new RedisStore(REDIS);
+    const info = new Redis(REDIS);
+    try {
+      await store.connected(2000);
+      const scriptCalls = async () => {
+        const stats = await info.info('commandstats');
+        return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+      };
+      await store.hit('warm-up', Date.now()); // the script is loaded (EVAL once, then EVALSHA)
+      const key = `burst-${randomUUID()}`;
+      const before = await scriptCalls();
+
+      const counts = await Promise.all(Array.from({ length: 2 * MAX_HITS_PER_CALL + 500 }, () => store.hit(key, 1)));
+
+      expect(counts).toEqual(counts.map((_, i) => i + 1));
+      expect((await scriptCalls()) - before).toBe(3);
+    } finally {
+      await store.close();
+      info.disconnect();
+    }
   });
 });
 

@@ -53,6 +53,9 @@ export class MemoryStore implements RateLimitStore {
 
 type RateLimitRedis = Redis & { rateLimitHits(...keysThenTtl: (string | number)[]): Promise<number[]> };
 
+/** The most hits one Redis script call carries. */
+export const MAX_HITS_PER_CALL = 1000;
+
 /** A hit waiting for the next batch: its key, and what to do with its count. */
 interface PendingHit {
   key: string;
@@ -114,15 +117,22 @@ return counts`,
     });
   }
 
-  /** Sends the batch gathered during this turn of the event loop. */
+  /**
+   * Sends the batch gathered during this turn of the event loop, in calls of at most
+   * MAX_HITS_PER_CALL keys (in order, on one connection), so that no burst makes one call that
+   * holds Redis, or a spread of arguments, without bound.
+   */
   readonly #send = (): void => {
     const batch = this.#batch;
     this.#batch = [];
-    // The key count goes first (a script defined without numberOfKeys takes it in the call).
-    this.#redis.rateLimitHits(batch.length, ...batch.map((h) => h.key), WINDOW_MS * 2).then(
-      (counts) => batch.forEach((h, i) => h.resolve(Number(counts[i]))),
-      (error: unknown) => batch.forEach((h) => h.reject(error)),
-    );
+    for (let start = 0; start < batch.length; start += MAX_HITS_PER_CALL) {
+      const part = batch.slice(start, start + MAX_HITS_PER_CALL);
+      // The key count goes first (a script defined without numberOfKeys takes it in the call).
+      this.#redis.rateLimitHits(part.length, ...part.map((h) => h.key), WINDOW_MS * 2).then(
+        (counts) => part.forEach((h, i) => h.resolve(Number(counts[i]))),
+        (error: unknown) => part.forEach((h) => h.reject(error)),
+      );
+    }
   };
 
   async close(): Promise<void> {
