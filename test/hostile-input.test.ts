@@ -197,6 +197,16 @@ describe('rejected values are echoed as sent', () => {
     expect(response.statusCode).toBe(400);
     expect(response.json().fieldErrors).toEqual([{ field: 'items[1].quantity', message: 'must be an integer' }]);
   });
+
+  it('lists at most the first 1,000 field errors of a body that breaks more rules', async () => {
+    // 1,200 lines with two wrong members each: 2,400 broken rules and the list's own bound.
+    const items = Array.from({ length: 1200 }, () => ({ productId: 'x', quantity: 'y' }));
+    const response = await api({ method: 'POST', url: '/api/v2/orders', payload: { customerId: 1, items } });
+    expect(response.statusCode).toBe(400);
+    const { fieldErrors } = response.json<{ fieldErrors: { field: string }[] }>();
+    expect(fieldErrors).toHaveLength(1000);
+    expect(fieldErrors.slice(0, 3).map((e) => e.field)).toEqual(['items', 'items[0].productId', 'items[0].quantity']);
+  });
 });
 
 describe('requests that never reach a route', () => {
