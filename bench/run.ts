@@ -2,7 +2,8 @@
 //
 // The load generator is wrk (Debian's package, installed here when missing), pinned to the
 // last core; the servers are pinned to the first one, so the instrument never competes with
-// what it measures. PostgreSQL is not pinned (it serves the anchor and the service alike).
+// what it measures. PostgreSQL is pinned to the load core too (BENCH_POSTGRES_CORE), so that the
+// server core runs only the server, the anchor and the service alike.
 // Every case reports req/s, p50/p99 and the CPU µs per request of the server process and of
 // PostgreSQL, read from /proc. Rounds are interleaved, so machine noise falls on every side.
 //
@@ -153,6 +154,51 @@ function postgresDelta(
     if (delta > 0) byKind.set(kind, (byKind.get(kind) ?? 0) + delta);
   }
   return byKind;
+}
+
+/**
+ * Where PostgreSQL runs (BENCH_POSTGRES_CORE): `load` (default) pins every PostgreSQL process to
+ * the load core, beside wrk, so the server core runs the server alone, as it would beside a
+ * database on another machine; `server` pins them beside the servers; `none` leaves them to the
+ * scheduler. Unpinned, where the scheduler happened to put the backends that serve a process
+ * (beside it or beside wrk) decided its rate by up to 1.5×, so two processes of one build were
+ * not comparable (docs/benchmark.md, "Partial runs F"). Backends inherit the postmaster's
+ * affinity, so the ones opened later are pinned too; every process is given all cores back at exit.
+ */
+const POSTGRES_CORE = process.env.BENCH_POSTGRES_CORE ?? 'load';
+
+function postgresPids(): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
+}
+
+function pinPostgres(cpus: string): void {
+  for (const pid of postgresPids()) {
+    try {
+      execFileSync('taskset', ['-a', '-cp', cpus, String(pid)], { stdio: 'ignore' });
+    } catch {
+      // exited meanwhile, or not ours to pin (then it runs where the scheduler puts it)
+    }
+  }
+}
+
+function placePostgres(): string {
+  if (cores < 2 || POSTGRES_CORE === 'none') return 'PostgreSQL not pinned';
+  if (POSTGRES_CORE !== 'load' && POSTGRES_CORE !== 'server')
+    throw new Error(`BENCH_POSTGRES_CORE must be load, server or none, not ${POSTGRES_CORE}`);
+  const core = POSTGRES_CORE === 'load' ? LOAD_CORE : SERVER_CORE;
+  pinPostgres(core);
+  process.on('exit', () => pinPostgres(`0-${cores - 1}`));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+  return `PostgreSQL on core ${core}`;
 }
 
 function rssMiB(pid: number): number {
@@ -564,7 +610,7 @@ async function ratios(): Promise<void> {
     ]);
   }
   console.log(
-    `\nwrk: ${CONNECTIONS} connections on core ${LOAD_CORE}; servers on core ${SERVER_CORE}; ${DURATION} s × ${ROUNDS} interleaved rounds (medians); pool ${POOL}; Node ${process.version}; production features on (token check, CORS, info logging to a file, metrics)\n`,
+    `\nwrk: ${CONNECTIONS} connections on core ${LOAD_CORE}; servers on core ${SERVER_CORE}; ${postgresPlace}; ${DURATION} s × ${ROUNDS} interleaved rounds (medians); pool ${POOL}; Node ${process.version}; production features on (token check, CORS, info logging to a file, metrics)\n`,
   );
   console.log(table(rows));
   console.log(failed === 0 ? '\nevery ratio meets its target' : `\n${failed} case(s) miss their target`);
@@ -1138,7 +1184,8 @@ async function webhooks(): Promise<void> {
 }
 
 ensureWrk();
-console.log('building…');
+const postgresPlace = placePostgres();
+console.log(`${postgresPlace}; building…`);
 execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
 await recreateDatabase();
 if (flag('--soak')) await soak();
