@@ -7,6 +7,7 @@ import { buildApp } from './app.js';
 import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
+import { logDestination } from './log-destination.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
 import { migrateToLatest } from './db/migrate.js';
 import { startMetricsServer } from './http/metrics.js';
@@ -22,11 +23,11 @@ export function createLogger(config: Config): Logger {
       transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
     });
   }
-  // Asynchronous, buffered writes: lines wait until 4 KiB have gathered or 100 ms have passed,
-  // then go out in one write(2); a busy process makes one write per batch, not one per request
-  // (see docs/benchmark.md). pino flushes what is buffered when the process exits; a kill -9
-  // loses at most the last 100 ms.
-  return pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
+  // Asynchronous, buffered writes: the lines of one event-loop turn are joined, and batches wait
+  // until 4 KiB have gathered or 100 ms have passed, then go out in one write(2); a busy process
+  // makes one write per batch, not one per request (see docs/benchmark.md). What is buffered is
+  // flushed when the process exits; a kill -9 loses at most the last 100 ms.
+  return pino(options, logDestination());
 }
 
 async function main(): Promise<void> {
