@@ -7,14 +7,14 @@ import { openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { TurnBatchedDestination } from '../src/log-destination.js';
+import { SONIC_BOOM_OPTIONS, TurnBatchedDestination } from '../src/log-destination.js';
 
 const LINES = Number(process.env.BENCH_ITERATIONS ?? 300_000);
 const ROUNDS = 5;
 const nextTurn = () => new Promise((r) => setImmediate(r));
 
 function destination(kind: 'sonic-boom' | 'turn-batched', file: string) {
-  const sonic = pino.destination({ dest: openSync(file, 'w'), sync: false, minLength: 4096, periodicFlush: 100 });
+  const sonic = pino.destination({ dest: openSync(file, 'w'), ...SONIC_BOOM_OPTIONS });
   return kind === 'sonic-boom' ? sonic : new TurnBatchedDestination(sonic);
 }
 
