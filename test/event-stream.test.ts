@@ -250,6 +250,21 @@ describe('GET /api/v1/events refusals', () => {
 });
 
 describe('shutdown', () => {
+  it("sends a write's events as soon as the write has answered, not at the next poll", async () => {
+    // Polling once an hour: only the write's own hook (onWriteResponse) can bring the events.
+    const { app: slow } = await buildTestApp({}, { eventStream: { pollMs: 3_600_000, heartbeatMs: 3_600_000 } });
+    await slow.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(slow.server.address() as AddressInfo).port}/api/v1/events`;
+    const s = await openSse(url, { authorization: ADMIN });
+
+    const user = await createUser(slow);
+    const messages = await s.until(has(`users/${user.id}`, 'user.created'));
+
+    expect(subjects(messages)).toEqual([`users/${user.id}`]);
+    s.close();
+    await slow.close();
+  });
+
   it('ends every stream when the instance closes', async () => {
     const { app: closing } = await buildTestApp({}, { eventStream: { pollMs: 40, heartbeatMs: 60_000 } });
     await closing.listen({ port: 0, host: '127.0.0.1' });

@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { problemResponses } from '../http/schemas.js';
 import { routeDefaults } from '../http/route-defaults.js';
+import { onWriteResponse } from '../http/write-hooks.js';
 import { EVENT_PATTERNS, eventsRecorded, type EventPattern } from './index.js';
 import { EventHub, EventStream, streamStart } from './stream.js';
 
@@ -64,7 +65,7 @@ export const eventHub = fp(
     app.decorate('eventHub', hub);
     // After a request that wrote events has answered (and so committed), read them at once.
     let seen = eventsRecorded();
-    app.addHook('onResponse', (_request, _reply, done) => {
+    onWriteResponse(app, (_request, _reply, done) => {
       const now = eventsRecorded();
       if (now !== seen) {
         seen = now;

@@ -19,6 +19,7 @@ import postgres from 'postgres';
 import { Counter, Gauge } from 'prom-client';
 import { Agent } from 'undici';
 import { deliveryHandoff, toCloudEvent } from '../events/index.js';
+import { onWriteResponse } from '../http/write-hooks.js';
 import { isPublicAddress, type ResolveHost } from './address-guard.js';
 import {
   claimDeliveries,
@@ -190,10 +191,10 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     else notifyTimer = setTimeout(send, wait); // the trailing one: the last write is never left out
   };
   // After a write that queued deliveries has answered (and so committed), they are due now:
-  // here, and on the other instances. A write that queued none costs nothing.
+  // here, and on the other instances. A write that queued none costs a comparison; a read, nothing.
   const handoff = deliveryHandoff(app.db);
   let seen = handoff.count;
-  app.addHook('onResponse', (_request, _reply, done) => {
+  onWriteResponse(app, (_request, _reply, done) => {
     const now = handoff.count;
     if (now !== seen) {
       seen = now;
