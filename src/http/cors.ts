@@ -137,7 +137,7 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
       }
       return allowed;
     };
-    return { ...policy, allowsOrigin, root: policy.prefix.slice(0, -1) };
+    return { ...policy, allowsOrigin, root: policy.prefix.slice(0, -1), exposed: policy.exposedHeaders.join(', ') };
   });
   // `/api/public` and everything under `/api/public/` fall under the `/api/public/` policy.
   const policyFor = (path: string) => policies.find((p) => path.startsWith(p.prefix) || path === p.root);
@@ -178,7 +178,7 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
     if (origin !== undefined && policy.allowsOrigin(origin) && policy.methods.includes(method)) {
       reply.header('access-control-allow-origin', origin);
       if (policy.credentials) reply.header('access-control-allow-credentials', 'true');
-      reply.header('access-control-expose-headers', policy.exposedHeaders.join(', '));
+      reply.header('access-control-expose-headers', policy.exposed);
     }
     done();
   });
