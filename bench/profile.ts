@@ -74,6 +74,7 @@ function partOf(frame: ProfileNode['callFrame']): Part | undefined {
   const ours = /\/(?:dist\/)?src\/(.+)$/.exec(url)?.[1];
   if (ours !== undefined) {
     if (ours.startsWith('db/')) return DRIVER;
+    if (ours.startsWith('log-destination')) return LOGGING;
     if (/^http\/metrics/.test(ours)) return METRICS;
     if (/^http\/(versioning|route-table|request-url)/.test(ours)) return ROUTING;
     if (/^http\/validation/.test(ours)) return VALIDATION;

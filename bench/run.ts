@@ -431,7 +431,7 @@ const f2 = (x: number) => x.toFixed(2);
 
 interface Case {
   name: string;
-  server: Server;
+  slot: Slot;
   lua: string;
   anchor?: string;
   /** The ratio this case must reach against its anchor (issue: performance under sustained load). */
@@ -455,96 +455,135 @@ async function vacuumAnalyze(): Promise<void> {
   }
 }
 
+/**
+ * A server of the ratio table, started afresh before every round after the first. A process
+ * is a draw: where its memory, its threads and its PostgreSQL backends land moves its rate by up
+ * to 1.5× here (docs/benchmark.md, "Partial runs F" and "Run G"), and a draw kept for the whole
+ * run weighs on every round alike. A new process per round makes each round a new draw, so the
+ * medians compare builds, not draws. Each new process is warmed up before it is measured.
+ */
+class Slot {
+  #server: Server | undefined;
+  constructor(
+    readonly start: () => Promise<Server>,
+    /** Whether it is started again each round (the PGlite service keeps its seeded memory). */
+    readonly fresh: boolean,
+  ) {}
+  get server(): Server {
+    if (this.#server === undefined) throw new Error('not started');
+    return this.#server;
+  }
+  async restart(warmUp: string): Promise<void> {
+    if (this.#server !== undefined) {
+      if (!this.fresh) return;
+      await stopServer(this.#server);
+    }
+    this.#server = await this.start();
+    await wrk(this.#server, warmUp, 3);
+  }
+}
+
 async function ratios(): Promise<void> {
-  const pg = await service('service-pg', 18083, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) });
-  const lite = await service('service-pglite', 18084, { DATABASE_URL: 'memory://' });
-  // The same database, quotas off, and quotas in Redis (REDIS_URL, default the local one).
-  const unlimited = await service('service-pg-no-limits', 18086, {
-    DATABASE_URL: DB_URL,
-    DATABASE_POOL_SIZE: String(POOL),
-    RATE_LIMIT_PER_MINUTE: '0',
-    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0',
-  });
-  const redis = await service('service-pg-redis', 18087, {
-    DATABASE_URL: DB_URL,
-    DATABASE_POOL_SIZE: String(POOL),
-    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-  });
+  const pgEnv = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  // The database is seeded through a process of its own, so that every measured server has
+  // served only its warm-up and its cases.
   console.log(`seeding ${USERS} users and ${PRODUCTS} products on each engine…`);
-  await seed(pg.port);
-  await seed(lite.port);
-  const http = await anchor('anchor-http', 18081, 'http');
-  const pgAnchor = await anchor('anchor-pg', 18082, 'pg', DB_URL);
-  const liteAnchor = await anchor('anchor-pglite', 18085, 'pglite', String(USERS));
-  const namedAnchor = await anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS));
+  const seeder = await service('service-pg-seed', 18090, pgEnv);
+  await seed(seeder.port);
+  await stopServer(seeder);
+  const pg = new Slot(() => service('service-pg', 18083, pgEnv), true);
+  const lite = new Slot(async () => {
+    const server = await service('service-pglite', 18084, { DATABASE_URL: 'memory://' });
+    await seed(server.port);
+    return server;
+  }, false);
+  // The same database, quotas off, and quotas in Redis (REDIS_URL, default the local one).
+  const unlimited = new Slot(
+    () =>
+      service('service-pg-no-limits', 18086, {
+        ...pgEnv,
+        RATE_LIMIT_PER_MINUTE: '0',
+        RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0',
+      }),
+    true,
+  );
+  const redis = new Slot(
+    () =>
+      service('service-pg-redis', 18087, { ...pgEnv, REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }),
+    true,
+  );
+  const http = new Slot(() => anchor('anchor-http', 18081, 'http'), true);
+  const pgAnchor = new Slot(() => anchor('anchor-pg', 18082, 'pg', DB_URL), true);
+  const liteAnchor = new Slot(() => anchor('anchor-pglite', 18085, 'pglite', String(USERS)), true);
+  const namedAnchor = new Slot(() => anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS)), true);
 
   const cases: Case[] = [
-    { name: 'anchor: node:http fixed JSON', server: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
+    { name: 'anchor: node:http fixed JSON', slot: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
     {
       name: 'anchor: node:http + postgres.js by id',
-      server: pgAnchor,
+      slot: pgAnchor,
       lua: script('anchor-pg', byId('/api/v1/users/', USERS)),
     },
     {
       name: 'anchor: node:http + PGlite by id',
-      server: liteAnchor,
+      slot: liteAnchor,
       lua: script('anchor-pglite', byId('/api/v1/users/', USERS)),
     },
     {
       name: 'anchor: node:http + PGlite by id, named statement',
-      server: namedAnchor,
+      slot: namedAnchor,
       lua: script('anchor-pglite-named', byId('/api/v1/users/', USERS)),
     },
     {
       name: 'GET /api/v1/users/{id}',
-      server: pg,
+      slot: pg,
       lua: script('get-by-id', byId('/api/v1/users/', USERS)),
       anchor: 'anchor: node:http + postgres.js by id',
       target: 0.7,
     },
     {
       name: 'GET /api/v1/users/{id}, in-process quotas vs off',
-      server: pg,
+      slot: pg,
       lua: script('get-by-id-on', byId('/api/v1/users/', USERS)),
       anchor: 'GET /api/v1/users/{id}, quotas off',
       target: 0.95,
     },
     {
       name: 'GET /api/v1/users/{id}, quotas off',
-      server: unlimited,
+      slot: unlimited,
       lua: script('get-by-id-off', byId('/api/v1/users/', USERS)),
     },
     {
       name: 'GET /api/v1/users/{id}, quotas in Redis',
-      server: redis,
+      slot: redis,
       lua: script('get-by-id-redis', byId('/api/v1/users/', USERS)),
       anchor: 'GET /api/v1/users/{id}, quotas off',
       target: 0.9,
     },
     {
       name: 'GET /api/products/{id} → 304',
-      server: pg,
+      slot: pg,
       lua: script('not-modified', notModified(PRODUCTS)),
       anchor: 'anchor: node:http + postgres.js by id',
       target: 0.7,
     },
     {
       name: 'GET /api/public/health/live',
-      server: pg,
+      slot: pg,
       lua: script('live', fixed('/api/public/health/live')),
       anchor: 'anchor: node:http fixed JSON',
       target: 0.7,
     },
     {
       name: 'POST /api/v1/orders',
-      server: pg,
+      slot: pg,
       lua: script('orders', orders(1)),
       anchor: 'GET /api/v1/users/{id}',
       target: 0.25,
     },
     {
       name: 'PGlite GET /api/v1/users/{id}',
-      server: lite,
+      slot: lite,
       lua: script('pglite-by-id', byId('/api/v1/users/', USERS)),
       anchor: 'anchor: node:http + PGlite by id',
       target: 0.8,
@@ -553,17 +592,20 @@ async function ratios(): Promise<void> {
       // The same server against an anchor that queries PGlite the way the service does (a named
       // statement, one exchange): what the service itself adds, with no target of its own.
       name: 'PGlite GET /api/v1/users/{id}, vs the named-statement anchor',
-      server: lite,
+      slot: lite,
       lua: script('pglite-by-id-named', byId('/api/v1/users/', USERS)),
       anchor: 'anchor: node:http + PGlite by id, named statement',
     },
   ].filter((c) => c.anchor === undefined || ONLY === undefined || ONLY.test(c.name));
 
   const results = new Map<string, Measurement[]>();
+  const slots = [...new Set(cases.map((c) => c.slot))];
+  const warmUp = script('warm-up', byId('/api/v1/users/', USERS));
   for (let round = 1; round <= ROUNDS; round++) {
     if (round > 1) await vacuumAnalyze(); // the last round's orders
+    for (const slot of slots) await slot.restart(warmUp);
     for (const c of cases) {
-      const m = await wrk(c.server, c.lua, DURATION);
+      const m = await wrk(c.slot.server, c.lua, DURATION);
       results.set(c.name, [...(results.get(c.name) ?? []), m]);
       console.log(
         `round ${round}/${ROUNDS}  ${c.name}: ${f0(m.rps)} req/s, p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request`,
