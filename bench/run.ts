@@ -44,6 +44,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const SOAK_MINUTES = Number(process.env.BENCH_SOAK_MINUTES ?? 10);
 const SLICE = 30;
+/** Seconds of a case's own load before it is measured, in each round. */
+const WARM_UP = Number(process.env.BENCH_WARM_UP ?? 3);
 const POOL = Number(process.env.DATABASE_POOL_SIZE ?? DEFAULT_POOL_SIZE);
 const DB_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/resource_api_bench';
 const only = option('--only');
@@ -460,7 +462,8 @@ async function vacuumAnalyze(): Promise<void> {
  * is a draw: where its memory, its threads and its PostgreSQL backends land moves its rate by up
  * to 1.5× here (docs/benchmark.md, "Partial runs F" and "Run G"), and a draw kept for the whole
  * run weighs on every round alike. A new process per round makes each round a new draw, so the
- * medians compare builds, not draws. Each new process is warmed up before it is measured.
+ * medians compare builds, not draws. Each case is warmed up (WARM_UP s of its own load) before it
+ * is measured.
  */
 class Slot {
   #server: Server | undefined;
@@ -473,13 +476,12 @@ class Slot {
     if (this.#server === undefined) throw new Error('not started');
     return this.#server;
   }
-  async restart(warmUp: string): Promise<void> {
+  async restart(): Promise<void> {
     if (this.#server !== undefined) {
       if (!this.fresh) return;
       await stopServer(this.#server);
     }
     this.#server = await this.start();
-    await wrk(this.#server, warmUp, 3);
   }
 }
 
@@ -600,11 +602,11 @@ async function ratios(): Promise<void> {
 
   const results = new Map<string, Measurement[]>();
   const slots = [...new Set(cases.map((c) => c.slot))];
-  const warmUp = script('warm-up', byId('/api/v1/users/', USERS));
   for (let round = 1; round <= ROUNDS; round++) {
     if (round > 1) await vacuumAnalyze(); // the last round's orders
-    for (const slot of slots) await slot.restart(warmUp);
+    for (const slot of slots) await slot.restart();
     for (const c of cases) {
+      await wrk(c.slot.server, c.lua, WARM_UP); // its own load, unmeasured: the JIT's work stays out
       const m = await wrk(c.slot.server, c.lua, DURATION);
       results.set(c.name, [...(results.get(c.name) ?? []), m]);
       console.log(
