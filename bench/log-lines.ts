@@ -2,7 +2,7 @@
 // sonic-boom alone (pino.destination with the service's options) and through the service's
 // destination, which hands sonic-boom the lines of each event-loop turn as one string
 // (src/log-destination.ts). The line is the service's request line; requests finish in
-// bursts, so the lines come LINES_PER_TURN (4, 16, 64) to a turn. Both write to a file.
+// bursts, so the lines come 4, 16 or 64 to a turn. Both write to a file.
 import { openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +18,7 @@ function destination(kind: 'sonic-boom' | 'turn-batched', file: string) {
   return kind === 'sonic-boom' ? sonic : new TurnBatchedDestination(sonic);
 }
 
-/** CPU µs per line over `lines` lines, `perTurn` to a turn, and the writes they leave behind. */
+/** CPU µs per line over `lines` lines, `perTurn` to a turn, the writes they leave behind included. */
 async function measure(log: pino.Logger, lines: number, perTurn: number): Promise<number> {
   const start = process.cpuUsage();
   for (let i = 0; i < lines; i += perTurn) {

@@ -199,7 +199,8 @@ function placePostgres(): string {
   const core = POSTGRES_CORE === 'load' ? LOAD_CORE : SERVER_CORE;
   pinPostgres(core);
   process.on('exit', () => pinPostgres(`0-${cores - 1}`));
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+  process.on('SIGINT', () => process.exit(130));
+  process.on('SIGTERM', () => process.exit(143));
   return `PostgreSQL on core ${core}`;
 }
 

@@ -7,10 +7,10 @@ import { buildApp } from './app.js';
 import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
-import { logDestination } from './log-destination.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
 import { migrateToLatest } from './db/migrate.js';
 import { startMetricsServer } from './http/metrics.js';
+import { logDestination } from './log-destination.js';
 
 export function createLogger(config: Config): Logger {
   const options = {
