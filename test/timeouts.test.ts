@@ -57,6 +57,20 @@ describe('REQUEST_TIMEOUT_MS', async () => {
     expect(logs.some((l) => l.msg === 'request timed out')).toBe(true);
   });
 
+  it('times out every slow request among fast ones that finish before, between and after them', async () => {
+    const user = await createUser(app);
+    const hold = await holdUser(app.db, user.id);
+    const probe = () => app.inject({ method: 'GET', url: '/api/public/health/live' });
+    const slow = () => api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Slow Change' } });
+    // In flight together: each fast answer leaves the list of requests in flight from its
+    // oldest, middle or newest place while the slow ones wait in it.
+    const answers = await Promise.all([probe(), slow(), probe(), probe(), slow(), probe(), slow(), probe()]);
+    await hold.release();
+
+    expect(answers.map((r) => r.statusCode)).toEqual([200, 503, 200, 200, 503, 200, 503, 200]);
+    expect((await probe()).statusCode).toBe(200);
+  });
+
   it('serves normally afterwards, and a fast request is never cut', async () => {
     const user = await createUser(app);
     const response = await api({ method: 'GET', url: `/api/v1/users/${user.id}` });
