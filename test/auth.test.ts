@@ -125,6 +125,23 @@ describe('authentication', () => {
     expect(results.map((r) => r.statusCode)).toEqual([200, 200, 404, 200]);
   });
 
+  it('reads a header with a token seen before as strictly as the first time', async () => {
+    const user = await createUser(app);
+    const header = await bearer({ sub: String(user.id), scope: 'users:read' });
+    const jwt = header.slice('Bearer '.length);
+    const url = `/api/v1/users/${user.id}`;
+    expect((await get(url, header)).statusCode).toBe(200); // verified, and now cached
+
+    // The scheme in any case and spaces around the token, as on a first sight; a token that
+    // merely starts with the cached one, or carries more after a space, is not the cached one.
+    const answers = await Promise.all(
+      [`bearer ${jwt}`, `Bearer   ${jwt}  `, `Bearer ${jwt}x`, `Bearer ${jwt} extra`, `Bearer ${jwt},`].map(
+        async (h) => (await get(url, h)).statusCode,
+      ),
+    );
+    expect(answers).toEqual([200, 200, 401, 401, 401]);
+  });
+
   it('never asks for a token on /api/public/** or on OPTIONS', async () => {
     expect((await get('/api/public/health/live')).statusCode).toBe(200);
     expect((await get('/api/public/openapi.json')).statusCode).toBe(200);
