@@ -170,7 +170,10 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
   });
 }
 
-/** Refuses with a 401, which counts against the address's anonymous quota (DESIGN §11): guessing tokens is slow. */
+/**
+ * Refuses with a 401, which counts against the address's anonymous quota (DESIGN §11): guessing
+ * tokens is slow.
+ */
 function reject(
   request: FastifyRequest,
   reply: FastifyReply,

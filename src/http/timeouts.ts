@@ -13,7 +13,7 @@ const kNewer = Symbol('timeouts.newer');
 
 declare module 'fastify' {
   interface FastifyReply {
-    /** The requests in flight, oldest first: the next older and newer ones (a list, so no hashing). */
+    /** Its neighbours in the list of requests in flight, oldest first (timeouts.ts). */
     [kOlder]: FastifyReply | null;
     [kNewer]: FastifyReply | null;
   }
