@@ -9,6 +9,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
 import { migrateToLatest } from './db/migrate.js';
+import { warmUp } from './db/prepared.js';
 import { startMetricsServer } from './http/metrics.js';
 import { logDestination } from './log-destination.js';
 
@@ -56,6 +57,10 @@ async function main(): Promise<void> {
   const applied = await migrateToLatest(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
   const app = await buildApp({ config, db, logger });
+  // Every connection opened and its hot statements run, before the port opens (prepared.ts).
+  const warmUpStarted = performance.now();
+  await warmUp(db);
+  const warmUpMs = Math.round(performance.now() - warmUpStarted);
 
   const metricsServer =
     config.metricsPort === undefined
@@ -82,6 +87,7 @@ async function main(): Promise<void> {
       url: address,
       docs: `${config.baseUrl}/api/public/docs`,
       startupMs: Math.round(performance.now() - startedAt),
+      warmUpMs,
     },
     'resource-api ready',
   );

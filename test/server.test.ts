@@ -169,6 +169,8 @@ describe.runIf(run)('the server process', () => {
     });
     // Health probes are logged at debug only: nothing at info.
     expect(server.logs.filter((l) => l.requestId === 'probe-43' || l.requestId === 'probe-44')).toEqual([]);
+    // The hot statements ran on the database before the port opened (test/warm-up.test.ts).
+    expect(server.logs.find((l) => l.msg === 'resource-api ready')).toMatchObject({ warmUpMs: expect.any(Number) });
   });
 
   it('writes a buffered line out within the flush period, while the server keeps running', async () => {

@@ -40,8 +40,8 @@ export async function createDatabase(
         ...(options.schema ? { search_path: options.schema } : {}),
       },
     });
-    const { dialect, run } = postgresJsDialect(pool);
-    return { db: withDirectRun(new Kysely<Database>({ dialect }), run), engine: 'postgres' };
+    const { dialect, run, everyConnection } = postgresJsDialect(pool);
+    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection), engine: 'postgres' };
   }
 
   const { PGlite } = await import('@electric-sql/pglite');
@@ -54,8 +54,8 @@ export async function createDatabase(
   }
   try {
     const pglite = await PGlite.create(dataDir);
-    const { dialect, run } = pgliteDialect(pglite, unlock);
-    return { db: withDirectRun(new Kysely<Database>({ dialect }), run), engine: 'pglite' };
+    const { dialect, run, everyConnection } = pgliteDialect(pglite, unlock);
+    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection), engine: 'pglite' };
   } catch (error) {
     unlock();
     throw error;

@@ -13,7 +13,7 @@ import {
 } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import type { PGlite } from '@electric-sql/pglite';
-import type { DirectRun } from './prepared.js';
+import type { DirectRun, EveryConnectionRun } from './prepared.js';
 import { PGliteStatements } from './pglite-statements.js';
 
 /**
@@ -21,9 +21,17 @@ import { PGliteStatements } from './pglite-statements.js';
  * one statement outside any transaction without Kysely's per-query connection bookkeeping
  * (the prepared hot queries use it; see prepared.ts).
  */
-export function pgliteDialect(pglite: PGlite, onClose: () => void = () => {}): { dialect: Dialect; run: DirectRun } {
+export function pgliteDialect(
+  pglite: PGlite,
+  onClose: () => void = () => {},
+): { dialect: Dialect; run: DirectRun; everyConnection: EveryConnectionRun } {
   const driver = new PGliteDriver(pglite, onClose);
-  return { dialect: postgresDialect(() => driver), run: (sql, parameters) => driver.run(sql, parameters) };
+  return {
+    dialect: postgresDialect(() => driver),
+    run: (sql, parameters) => driver.run(sql, parameters),
+    // PGlite is one session: its only connection.
+    everyConnection: async (sql, parameters) => [(await driver.run(sql, parameters)).rows],
+  };
 }
 
 /** A FIFO mutex: callers get the lock in the order they asked for it. */

@@ -12,17 +12,28 @@ import {
 } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
 import { canRetry, connectionLost, type PostgresPool, type Reservation } from './postgres-pool.js';
-import type { DirectRun } from './prepared.js';
+import type { DirectRun, EveryConnectionRun } from './prepared.js';
 import { DatabaseUnavailable } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
 
-export function postgresJsDialect(pool: PostgresPool): { dialect: Dialect; run: DirectRun } {
+export function postgresJsDialect(pool: PostgresPool): {
+  dialect: Dialect;
+  run: DirectRun;
+  everyConnection: EveryConnectionRun;
+} {
   return {
     dialect: postgresDialect(() => new PostgresJsDriver(pool)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
     run: (sql, parameters, options) =>
       pool.query(sql, parameters, options).then(
         (rows) => ({ rows }),
+        (error: unknown) => {
+          throw translate(error);
+        },
+      ),
+    everyConnection: (sql, parameters) =>
+      pool.onEveryConnection(sql, parameters).then(
+        (results) => results.map((rows) => [...rows]),
         (error: unknown) => {
           throw translate(error);
         },

@@ -169,6 +169,23 @@ export class PostgresPool {
     };
   }
 
+  /**
+   * Runs one statement on every connection, together, prepared as plain queries are (warm-up,
+   * tests): each connection's rows, in pool order. A connection a transaction holds runs it after.
+   */
+  onEveryConnection(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>[]> {
+    return Promise.all(
+      this.clients.map(async (client) => {
+        client.inflight++;
+        try {
+          return await client.sql.unsafe(text, parameters as never[], { prepare: true });
+        } finally {
+          client.inflight--;
+        }
+      }),
+    );
+  }
+
   /** The client a cursor or LISTEN may use: the least loaded one. */
   anyClient(): Sql {
     return (this.#leastLoaded() ?? this.#fallback).sql;

@@ -21,17 +21,32 @@ export type DirectRun = (
   options?: RunOptions,
 ) => Promise<{ rows: unknown[] }>;
 
+/** Runs one statement once on each of the database's connections, together: each one's rows. */
+export type EveryConnectionRun = (sql: string, parameters: readonly unknown[]) => Promise<unknown[][]>;
+
 const directRuns = new WeakMap<object, DirectRun>();
+const everyConnectionRuns = new WeakMap<object, EveryConnectionRun>();
+/** The statements warmUp runs, from every `prepare` given warm-up arguments. */
+const warmUps: ((db: Db) => Statement)[] = [];
 
 /**
  * Lets prepared queries on `db` itself (not on its transactions) skip Kysely's executor: a
  * prepared query is already compiled, and acquiring and releasing a Kysely connection per
  * statement costs several promises on every request (docs/benchmark.md). Queries inside a
- * transaction still go through Kysely, on the transaction's connection.
+ * transaction still go through Kysely, on the transaction's connection. `everyConnection`
+ * reaches each connection of the pool (warmUp).
  */
-export function withDirectRun<T extends object>(db: T, run: DirectRun): T {
+export function withDirectRun<T extends object>(db: T, run: DirectRun, everyConnection: EveryConnectionRun): T {
   directRuns.set(db, run);
+  everyConnectionRuns.set(db, everyConnection);
   return db;
+}
+
+/** Runs `sql` once on each connection of `db`, together; each connection's rows, in pool order. */
+export function onEveryConnection(db: Db, sql: string, parameters: readonly unknown[] = []): Promise<unknown[][]> {
+  const every = everyConnectionRuns.get(db);
+  if (every === undefined) throw new Error('this database reaches no connection directly (withDirectRun)');
+  return every(sql, parameters);
 }
 
 /** A statement and its bound values, as a prepared query sends them (EXPLAIN in tests). */
@@ -53,7 +68,7 @@ export interface Prepared<R, A extends unknown[]> {
 export function prepare<R, A extends unknown[]>(
   arity: A['length'],
   build: (db: Kysely<Database>, ...args: A) => Compilable<R>,
-  options: RunOptions = {},
+  options: RunOptions & { warmUp?: A } = {},
 ): Prepared<R, A> {
   let template: { sql: string; slots: (number | { value: unknown })[] } | undefined;
   const statement = (db: Db, ...args: A): Statement => {
@@ -78,7 +93,32 @@ export function prepare<R, A extends unknown[]>(
     const result = await db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
     return result.rows;
   };
+  const { warmUp: warmUpArgs } = options;
+  if (warmUpArgs !== undefined) warmUps.push((db) => statement(db, ...warmUpArgs));
   return Object.assign(run, { statement });
+}
+
+// ---- warm-up ---------------------------------------------------------------------------------
+
+/** Past PostgreSQL's five custom plans of a prepared statement: the sixth run has its plan. */
+const WARM_UP_RUNS = 6;
+
+/**
+ * Runs each hot statement (every `prepare` given `warmUp` arguments) on every connection, before
+ * the service takes traffic; returns their texts. A PostgreSQL backend's first run of a
+ * statement loads the catalog entries of every table, index and trigger it touches (placing an
+ * order: ~24 ms here), postgres.js parses it on that connection, and PostgreSQL plans its first
+ * five runs there with their values before it settles on a plan. A new instance's first wave of
+ * orders, spread over every connection, paid all of that at once: 116–338 ms of p99 in its first
+ * second against 32–43 ms after (docs/benchmark.md). The warm-up arguments name no row (id 0):
+ * the statements read nothing and write nothing. Each runs WARM_UP_RUNS times on each connection.
+ */
+export async function warmUp(db: Db): Promise<string[]> {
+  const statements = warmUps.map((make) => make(db));
+  for (let i = 0; i < WARM_UP_RUNS; i++) {
+    for (const { sql, parameters } of statements) await onEveryConnection(db, sql, parameters);
+  }
+  return statements.map(({ sql }) => sql);
 }
 
 /** Prepared queries, one per variant key (a sort order, a set of filters), made on first use. */

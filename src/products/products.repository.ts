@@ -14,7 +14,9 @@ function translate(error: unknown): never {
   throw error;
 }
 
-const selectProductById = prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id));
+const selectProductById = prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id), {
+  warmUp: [0],
+});
 
 export async function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
   return (await selectProductById(db, id))[0];

@@ -9,8 +9,10 @@ export async function insertStock(db: Db, productId: number): Promise<void> {
   await db.insertInto('stock').values({ product_id: productId }).execute();
 }
 
-const selectStock = prepare(1, (db, productId: number) =>
-  db.selectFrom('stock').selectAll().where('product_id', '=', productId),
+const selectStock = prepare(
+  1,
+  (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId),
+  { warmUp: [0] },
 );
 
 export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {

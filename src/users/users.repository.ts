@@ -42,22 +42,30 @@ function translate(error: unknown): never {
   throw error;
 }
 
-const selectUserById = prepare(1, (db, id: number) =>
-  db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id),
+const selectUserById = prepare(
+  1,
+  (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id),
+  { warmUp: [0] },
 );
 
 export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
   return (await selectUserById(db, id))[0];
 }
 
-const selectUserV1ById = prepare(1, (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id));
+const selectUserV1ById = prepare(
+  1,
+  (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id),
+  { warmUp: [0] },
+);
 
 /** A user's v1 columns: `GET /api/v1/users/{id}` reads no more than it shows. */
 export async function findUserV1ById(db: Db, id: number): Promise<UserReadRow | undefined> {
   return (await selectUserV1ById(db, id))[0];
 }
 
-const selectUserId = prepare(1, (db, id: number) => db.selectFrom('users').select('id').where('id', '=', id));
+const selectUserId = prepare(1, (db, id: number) => db.selectFrom('users').select('id').where('id', '=', id), {
+  warmUp: [0],
+});
 
 export async function userExists(db: Db, id: number): Promise<boolean> {
   return (await selectUserId(db, id)).length > 0;
@@ -158,7 +166,7 @@ const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${
     );
 });
 
-const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')));
+const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')), { warmUp: [] });
 
 export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
   await db
