@@ -17,6 +17,7 @@ import { principalFrom, type Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { Forbidden, Unauthenticated } from '../errors.js';
 import { requestPath } from './request-url.js';
+import { routeOptionsOf } from './request-context.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -193,7 +194,7 @@ function reject(
 /** Sets the caller; the route's scope error when it lacks the scope (DESIGN §2). */
 function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
   request.principal = principal;
-  const scope = request.routeOptions.config.scope;
+  const scope = routeOptionsOf(request).config.scope;
   if (scope === undefined) return undefined;
   if (typeof scope === 'string')
     return principal.scopes.has(scope) ? undefined : new Forbidden(`This request needs the ${scope} scope.`, scope);

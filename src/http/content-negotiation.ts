@@ -15,6 +15,7 @@ import { keepBodyForFingerprint } from './idempotency.js';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';
+import { routeOptionsOf } from './request-context.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -64,13 +65,13 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
   // A route that validates a body sees {} for a missing one, so every required field is
   // reported, instead of one message about the body as a whole.
   app.addHook('preValidation', (request, _reply, done) => {
-    if ((request.body === undefined || request.body === null) && request.routeOptions.schema?.body !== undefined)
+    if ((request.body === undefined || request.body === null) && routeOptionsOf(request).schema?.body !== undefined)
       request.body = {};
     done();
   });
 
   app.addHook('onRequest', (request, reply, done) => {
-    const produces = request.routeOptions.config.produces;
+    const produces = routeOptionsOf(request).config.produces;
     const accept = request.headers.accept;
     if (produces === undefined || accept === undefined || accept === '*/*') return done();
     if (accept === 'application/json' && produces[0] === 'application/json') return done();

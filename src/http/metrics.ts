@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { routeOptionsOf } from './request-context.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -104,7 +105,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
     // The route template, never the raw URL: ids would make the label set unbounded.
     requests.record(
       request.method,
-      request.routeOptions.url ?? 'unmatched',
+      routeOptionsOf(request).url ?? 'unmatched',
       reply.statusCode,
       reply.elapsedTime / 1000,
     );

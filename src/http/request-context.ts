@@ -2,15 +2,30 @@
 // line per request, and the headers every response carries (DESIGN §7).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 import fp from 'fastify-plugin';
+
+const kRouteOptions = Symbol('routeOptions');
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** A health probe: its request line is logged at debug, not info. */
     probe?: boolean;
   }
+  interface FastifyRequest {
+    [kRouteOptions]: FastifyRequest['routeOptions'] | null;
+  }
+}
+
+/**
+ * `request.routeOptions`, read once per request. Fastify 5 builds it afresh at every read (an
+ * object of twelve members and a lookup of the router's constraint strategies), and the hooks
+ * every request passes read it five times: content negotiation twice, auth, the log line and the
+ * metrics. Its members do not change once the request is routed.
+ */
+export function routeOptionsOf(request: FastifyRequest): FastifyRequest['routeOptions'] {
+  return (request[kRouteOptions] ??= request.routeOptions);
 }
 
 // A caller's id is kept only if it is short and plain, so it cannot forge log lines.
@@ -81,6 +96,8 @@ class RequestLogger {
 }
 
 async function requestContext(app: FastifyInstance): Promise<void> {
+  app.decorateRequest(kRouteOptions, null);
+
   // A route or plugin with its own log level or serializers gets pino's child at once.
   app.setChildLoggerFactory((logger, bindings, options) =>
     options.level === undefined && options.serializers === undefined
@@ -106,7 +123,7 @@ async function requestContext(app: FastifyInstance): Promise<void> {
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {
-    const level = request.routeOptions.config.probe === true ? 'debug' : 'info';
+    const level = routeOptionsOf(request).config.probe === true ? 'debug' : 'info';
     if (!isLevelEnabled(app.log, level)) return done();
     const line = {
       [REQUEST_ID_LOG_LABEL]: request.id,

@@ -7,6 +7,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsPlugin from 'ajv-formats';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
+import { routeOptionsOf } from '../../src/http/request-context.js';
 import { at, refPath } from './openapi.js';
 
 type Json = Record<string, unknown>;
@@ -146,12 +147,12 @@ export const openapiConformance: FastifyPluginAsync = fp(
         typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined;
       const streamed = payload !== null && payload !== undefined && body === undefined;
       if (!streamed) {
-        const schema = request.routeOptions.schema;
+        const { schema, url } = routeOptionsOf(request);
         conformance.check(
           {
             method: request.method,
             url: request.url,
-            route: request.is404 ? undefined : request.routeOptions.url,
+            route: request.is404 ? undefined : url,
             hidden: schema?.hide === true,
           },
           reply.statusCode,

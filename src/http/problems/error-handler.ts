@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { parse as parseQuery } from 'node:querystring';
 import { requestPath, requestQuery, withoutQuery } from '../request-url.js';
+import { routeOptionsOf } from '../request-context.js';
 import type { Method, RouteTable } from '../route-table.js';
 import { INTERNAL_ERROR_DETAIL } from './problem-types.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
@@ -19,7 +20,7 @@ declare module 'fastify' {
 
 export function problemContext(request: FastifyRequest, errorTypeBase: string): ProblemContext {
   return {
-    form: request.routeOptions.config.problemForm ?? 'typed',
+    form: routeOptionsOf(request).config.problemForm ?? 'typed',
     instance: requestPath(request),
     errorTypeBase,
     requestId: request.id,
@@ -30,7 +31,7 @@ export function problemContext(request: FastifyRequest, errorTypeBase: string): 
 /** Path parameters as sent (decoded, not coerced): the route's pattern laid over the path. */
 function rawParams(request: FastifyRequest): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  const pattern = (request.routeOptions.url ?? '').split('/');
+  const pattern = (routeOptionsOf(request).url ?? '').split('/');
   const actual = withoutQuery(request.url).split('/');
   pattern.forEach((segment, i) => {
     if (!segment.startsWith(':') || actual[i] === undefined) return;
