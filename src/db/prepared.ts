@@ -109,8 +109,8 @@ const WARM_UP_RUNS = 6;
  * statement loads the catalog entries of every table, index and trigger it touches (placing an
  * order: ~24 ms here), postgres.js parses it on that connection, and PostgreSQL plans its first
  * five runs there with their values before it settles on a plan. A new instance's first wave of
- * orders, spread over every connection, paid all of that at once: a p99 of 276–578 ms in its
- * first second, 44–67 ms with the warm-up (docs/benchmark.md). The warm-up arguments name no row (id 0):
+ * orders, spread over every connection, paid all of that at once: a p99 of 204–461 ms in its
+ * first second, 53–76 ms with the warm-up (`npm run bench -- --first-wave`). The warm-up arguments name no row (id 0):
  * the statements read nothing and write nothing. Each runs WARM_UP_RUNS times on each connection.
  */
 export async function warmUp(db: Db): Promise<string[]> {
