@@ -118,7 +118,11 @@ export class PostgresPool {
   }
 
   #query(text: string, parameters: readonly unknown[], spread: boolean): Promise<RowList<Row[]>> {
-    const client = (spread ? this.#leastLoaded() : this.#forQuery()) ?? this.#fallback;
+    return this.#send((spread ? this.#leastLoaded() : this.#forQuery()) ?? this.#fallback, text, parameters);
+  }
+
+  /** One prepared statement on `client`, counted in its pipeline while in flight. */
+  #send(client: PoolClient, text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
     client.inflight++;
     const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: true });
     return pending.then(
@@ -174,16 +178,7 @@ export class PostgresPool {
    * tests): each connection's rows, in pool order. A connection a transaction holds runs it after.
    */
   onEveryConnection(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>[]> {
-    return Promise.all(
-      this.clients.map(async (client) => {
-        client.inflight++;
-        try {
-          return await client.sql.unsafe(text, parameters as never[], { prepare: true });
-        } finally {
-          client.inflight--;
-        }
-      }),
-    );
+    return Promise.all(this.clients.map((client) => this.#send(client, text, parameters)));
   }
 
   /** The client a cursor or LISTEN may use: the least loaded one. */
