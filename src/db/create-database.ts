@@ -41,7 +41,10 @@ export async function createDatabase(
       },
     });
     const { dialect, run, everyConnection } = postgresJsDialect(pool);
-    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection), engine: 'postgres' };
+    return {
+      db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection, config.poolSize),
+      engine: 'postgres',
+    };
   }
 
   const { PGlite } = await import('@electric-sql/pglite');
@@ -55,7 +58,7 @@ export async function createDatabase(
   try {
     const pglite = await PGlite.create(dataDir);
     const { dialect, run, everyConnection } = pgliteDialect(pglite, unlock);
-    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection), engine: 'pglite' };
+    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection, 1), engine: 'pglite' };
   } catch (error) {
     unlock();
     throw error;

@@ -56,3 +56,13 @@ export function isDatabaseTimeout(error: unknown): boolean {
   const code = (error as PgError | null)?.code;
   return typeof code === 'string' && TIMEOUTS.has(code);
 }
+
+/**
+ * An error one row of a statement can cause, so one of several orders placed together: a value
+ * (class 22), a constraint (23), or a deadlock or serialization failure (40). Not one that every
+ * row would meet (a connection lost, a timeout, a bug in the SQL).
+ */
+export function isRowError(error: unknown): boolean {
+  const code = (error as PgError | null)?.code;
+  return typeof code === 'string' && /^(22|23|40)[0-9A-Z]{3}$/.test(code);
+}

@@ -26,6 +26,7 @@ export type EveryConnectionRun = (sql: string, parameters: readonly unknown[]) =
 
 const directRuns = new WeakMap<object, DirectRun>();
 const everyConnectionRuns = new WeakMap<object, EveryConnectionRun>();
+const connectionCounts = new WeakMap<object, number>();
 /** The statements warmUp runs, from every `prepare` given warm-up arguments. */
 const warmUps: ((db: Db) => Statement)[] = [];
 
@@ -34,12 +35,23 @@ const warmUps: ((db: Db) => Statement)[] = [];
  * prepared query is already compiled, and acquiring and releasing a Kysely connection per
  * statement costs several promises on every request (docs/benchmark.md). Queries inside a
  * transaction still go through Kysely, on the transaction's connection. `everyConnection`
- * reaches each connection of the pool (warmUp).
+ * reaches each connection of the pool (warmUp), of which there are `connections`.
  */
-export function withDirectRun<T extends object>(db: T, run: DirectRun, everyConnection: EveryConnectionRun): T {
+export function withDirectRun<T extends object>(
+  db: T,
+  run: DirectRun,
+  everyConnection: EveryConnectionRun,
+  connections: number,
+): T {
   directRuns.set(db, run);
   everyConnectionRuns.set(db, everyConnection);
+  connectionCounts.set(db, connections);
   return db;
+}
+
+/** How many connections `db` holds (1 for a transaction, or a database not made by withDirectRun). */
+export function connectionCount(db: Db): number {
+  return connectionCounts.get(db) ?? 1;
 }
 
 /** Runs `sql` once on each connection of `db`, together; each connection's rows, in pool order. */

@@ -120,7 +120,8 @@ export async function insertEvent(
 
 /** An event whose subject, data and owner come from a row of another WITH item. */
 export interface EventOfRow {
-  id: string;
+  /** A uuid: one value, or one per row (a column of `source`: events of several rows). */
+  id: string | RawBuilder<string>;
   type: EventType;
   time: Date;
   subject: RawBuilder<string>;

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { Batcher } from './batcher.js';
+
+/** A send that records each batch and answers when told to. */
+function recorder() {
+  const batches: number[][] = [];
+  const pending: (() => void)[] = [];
+  const send = (inputs: number[]) => {
+    batches.push(inputs);
+    return new Promise<number[]>((resolve) => pending.push(() => resolve(inputs.map((n) => n * 10))));
+  };
+  const answerAll = () => pending.splice(0).forEach((answer) => answer());
+  return { batches, send, answerAll };
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+/** Two turns: a batch's end, then the flush it schedules. */
+const settle = async () => {
+  await turn();
+  await turn();
+};
+
+describe('Batcher', () => {
+  it('sends the calls of one turn together, and each gets its own answer', async () => {
+    const { batches, send, answerAll } = recorder();
+    const batcher = new Batcher(send, { maxSize: 10, maxInFlight: 1 });
+    const answers = Promise.all([1, 2, 3].map((n) => batcher.call(n)));
+    await turn();
+    answerAll();
+    expect(await answers).toEqual([10, 20, 30]);
+    expect(batches).toEqual([[1, 2, 3]]);
+  });
+
+  it('gathers calls while the batches in flight run, at most maxSize a batch, oldest first', async () => {
+    const { batches, send, answerAll } = recorder();
+    const batcher = new Batcher(send, { maxSize: 3, maxInFlight: 1 });
+    const first = batcher.call(1);
+    await turn();
+    expect(batches).toEqual([[1]]);
+    const later = [2, 3, 4, 5, 6, 7, 8].map((n) => batcher.call(n));
+    await turn();
+    expect(batches).toHaveLength(1); // one in flight: the rest wait
+    answerAll();
+    await first;
+    await settle();
+    expect(batches).toEqual([[1], [2, 3, 4]]);
+    answerAll();
+    await later[2];
+    await settle();
+    answerAll();
+    await later[5];
+    await settle();
+    answerAll();
+    expect(await Promise.all(later)).toEqual([20, 30, 40, 50, 60, 70, 80]);
+    expect(batches).toEqual([[1], [2, 3, 4], [5, 6, 7], [8]]);
+  });
+
+  it('sends up to maxInFlight batches at once', async () => {
+    const { batches, send, answerAll } = recorder();
+    const batcher = new Batcher(send, { maxSize: 2, maxInFlight: 2 });
+    const answers = [1, 2, 3, 4, 5].map((n) => batcher.call(n));
+    await turn();
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    answerAll();
+    await answers[3];
+    await settle();
+    expect(batches).toEqual([[1, 2], [3, 4], [5]]);
+    answerAll();
+    expect(await Promise.all(answers)).toEqual([10, 20, 30, 40, 50]);
+  });
+
+  it('keeps one input’s failure to it, and fails every input when the batch fails', async () => {
+    const one = new Batcher(
+      async (inputs: number[]) => inputs.map((n) => (n === 2 ? Promise.reject(new Error('two')) : n)),
+      { maxSize: 10, maxInFlight: 1 },
+    );
+    const settled = await Promise.allSettled([1, 2, 3].map((n) => one.call(n)));
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+
+    let down = true;
+    const all = new Batcher(
+      async (inputs: number[]) => {
+        if (down) throw new Error('down');
+        return inputs;
+      },
+      { maxSize: 10, maxInFlight: 1 },
+    );
+    const failed = await Promise.allSettled([1, 2].map((n) => all.call(n)));
+    expect(failed.map((s) => s.status)).toEqual(['rejected', 'rejected']);
+    // And it goes on: the failed batch no longer counts as in flight.
+    down = false;
+    await expect(all.call(7)).resolves.toBe(7);
+  });
+
+  it('fails a batch answered with the wrong number of answers', async () => {
+    const batcher = new Batcher(async () => [1], { maxSize: 10, maxInFlight: 1 });
+    await expect(Promise.all([batcher.call(1), batcher.call(2)])).rejects.toThrow('a batch of 2 got 1 answers');
+  });
+});
