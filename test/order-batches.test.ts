@@ -125,16 +125,16 @@ describe('orders placed together', () => {
     ]);
 
     expect([ok1, ok2].map((r) => r.statusCode)).toEqual([201, 201]);
-    expect(noCustomer!.statusCode).toBe(422);
-    expect(noCustomer!.json().detail).toBe('Customer 2000000000 does not exist.');
-    expect(noProduct!.statusCode).toBe(422);
-    expect(noProduct!.json().detail).toBe('Product 2000000000 does not exist.');
-    expect(tooMany!.statusCode).toBe(422);
-    expect(tooMany!.json().detail).toMatch(
+    expect(noCustomer.statusCode).toBe(422);
+    expect(noCustomer.json().detail).toBe('Customer 2000000000 does not exist.');
+    expect(noProduct.statusCode).toBe(422);
+    expect(noProduct.json().detail).toBe('Product 2000000000 does not exist.');
+    expect(tooMany.statusCode).toBe(422);
+    expect(tooMany.json().detail).toMatch(
       new RegExp(`^Not enough stock for product ${scarce.id}: 2 requested, [01] available\\.$`),
     );
-    expect(unstockedLine!.statusCode).toBe(422);
-    expect(unstockedLine!.json().detail).toMatch(
+    expect(unstockedLine.statusCode).toBe(422);
+    expect(unstockedLine.json().detail).toMatch(
       new RegExp(`^Not enough stock for product ${unstocked.id}: 1 requested, 0 available\\.$`),
     );
     expect(await stockOf(app, product.id)).toEqual({ available: 5, reserved: 5 });
@@ -182,7 +182,7 @@ describe('orders placed together', () => {
     expect(alone.statusCode).toBe(400);
     expect(responses.map((r) => r.statusCode)).toEqual([201, alone.statusCode, 201]);
     const reason = ({ type, title, status, detail }: Record<string, unknown>) => ({ type, title, status, detail });
-    expect(reason(responses[1]!.json())).toEqual(reason(alone.json()));
+    expect(reason(responses[1].json())).toEqual(reason(alone.json()));
     expect(await stockOf(app, cheap.id)).toEqual({ available: 997, reserved: 3 });
     expect(await stockOf(app, dear.id)).toEqual({ available: 1000, reserved: 0 });
   });
