@@ -1,4 +1,4 @@
-// Orders that arrive together share one statement (orders.repository.ts placeBatchStatement,
+// Orders that arrive together share one statement (orders.repository.ts placeStatement,
 // db/batcher.ts): each still gets its own verdict, its own items and its own event, as if they
 // had been placed one after another.
 import { sql } from 'kysely';

@@ -52,7 +52,7 @@ export function lockOrder(
   return query.forUpdate().executeTakeFirst();
 }
 
-/** placeStatement's one row: the order's columns are all null when it was not placed. */
+/** placeStatement's row for each order: the order's columns are all null when it was not placed. */
 type PlacementRow = { customer_found: boolean; stock: string | null; deliveries: string | null } & (
   OrderRow | { [K in keyof OrderRow]: null }
 );
@@ -90,102 +90,21 @@ const orderV1Json = (o: string) => {
 };
 
 /**
- * Places an order in one statement, so in one round trip and atomically without a transaction
- * of its own (DESIGN §5): finds the customer, locks every line's stock row in product order (two
- * orders of the same products cannot deadlock), and only when the customer exists and every
- * line has the units reserves them all, inserts the order with its exact total (numeric) and its
- * items with each product's name and price at this moment, and records `order.created` with its
- * webhook deliveries. Otherwise it writes nothing, and says why. `productIds` and `quantities`
- * are the lines in product order, each product once, comma-separated; line numbers follow it.
+ * Places orders in one statement, so in one round trip and atomically without a transaction of
+ * its own (DESIGN §5), as if they were placed one after another in their order: one statement's
+ * cost for all of them (db/batcher.ts). For each order it finds the customer, locks every line's
+ * stock row (all of them in product order, so two statements cannot deadlock), and only when the
+ * customer exists and every line has the units reserves them, inserts the order with its exact
+ * total (numeric) and its items with each product's name and price at this moment, and records
+ * `order.created` with its webhook deliveries. Otherwise it writes nothing for that order, and
+ * says why. An order's units must be there after every earlier order of the statement that
+ * could be placed on its own, placed or not: a running total that needs no recursion, and so
+ * errs only on the side of not placing (placeOrders places such an order alone afterwards).
+ * `customerIds` and `eventIds` have one entry per order; `lineOrders` (1-based), `productIds`
+ * and `quantities` one per line, each order's lines in product order, each product once. One
+ * row per order, in their order; the locked stock and the deliveries on the first row only.
  */
 const placeStatement = prepare(
-  7,
-  (
-    db,
-    customerId: number,
-    productIds: string,
-    quantities: string,
-    lineCount: number,
-    eventId: string,
-    at: Date,
-    leaseMs: number | null,
-  ) =>
-    compilable<PlacementRow>(
-      db,
-      sql`
-      with customer as (select exists (select 1 from users where id = ${customerId}::bigint) as found),
-      wanted as (
-        select w.product_id, w.quantity, w.line_no::int as line_no
-          from unnest(string_to_array(${productIds}, ',')::bigint[], string_to_array(${quantities}, ',')::int[])
-               with ordinality as w(product_id, quantity, line_no)
-      ),
-      locked as materialized (
-        select s.product_id, s.available from stock s, customer c
-         where c.found and s.product_id in (select product_id from wanted)
-         order by s.product_id
-           for update of s
-      ),
-      verdict as (
-        select count(*) = ${lineCount}::bigint as ok
-          from locked l join wanted w on w.product_id = l.product_id
-         where l.available >= w.quantity
-      ),
-      reserved as (
-        update stock s
-           set available = s.available - w.quantity, reserved = s.reserved + w.quantity, updated_at = now()
-          from locked l join wanted w on w.product_id = l.product_id, verdict v
-         where v.ok and s.product_id = l.product_id
-        returning s.product_id, w.quantity, w.line_no
-      ),
-      lines as (
-        select r.line_no, r.product_id, p.name, p.price, r.quantity
-          from reserved r join products p on p.id = r.product_id
-      ),
-      placed as (
-        insert into orders (customer_id, status, total, item_count)
-        select ${customerId}::bigint, 'PENDING', sum(l.price * l.quantity), count(*) from lines l
-        having count(*) = ${lineCount}::bigint
-        returning *
-      ),
-      items as (
-        insert into order_items (order_id, line_no, product_id, product_name, quantity, unit_price)
-        select o.id, l.line_no, l.product_id, l.name, l.quantity, l.price from placed o, lines l
-      ),
-      ${recordEventWith('placed', {
-        id: eventId,
-        type: 'order.created',
-        time: at,
-        subject: sql<string>`'orders/' || placed.id`,
-        data: orderV1Json('placed'),
-        owner: sql<number>`placed.customer_id`,
-        leaseMs,
-      })}
-      select c.found as customer_found,
-             (select string_agg(product_id || ':' || available, ',') from locked) as stock,
-             ${recordedDeliveries()} as deliveries,
-             o.*
-        from customer c left join placed o on true`,
-    ),
-  {
-    // Row locks and a dozen index entries: not in the reads' pipeline (db/postgres-pool.ts).
-    spread: true,
-    // No customer 0: nothing is locked, no line is reserved, `placed` has no row (one line was
-    // wanted, none reserved), so no order, item, event or delivery is written and no count moves.
-    warmUp: [0, '0', '1', 1, '00000000-0000-0000-0000-000000000000', new Date(0), null],
-  },
-);
-
-/**
- * placeStatement for several orders at once, `orders` of them, as if placed one after another
- * in their order: one statement's cost instead of one each (db/batcher.ts). Each order is placed
- * only when its customer exists and each of its lines has the units after every earlier order
- * of the batch that could be placed on its own (the demand is summed over those, whether or not
- * they were placed: a running total that needs no recursion, and so errs only on the side of not
- * placing). `customerIds` and `eventIds` have one entry per order; `lineOrders` (1-based),
- * `productIds` and `quantities` one per line, each order's lines in product order. One row per
- * order, in their order; the stock and the deliveries on the first row only.
- */
-const placeBatchStatement = prepare(
   7,
   (
     db,
@@ -276,8 +195,10 @@ const placeBatchStatement = prepare(
        order by r.ord`,
     ),
   {
+    // Row locks and a dozen index entries: not in the reads' pipeline (db/postgres-pool.ts).
     spread: true,
-    // As placeStatement's: two orders of customer 0, so nothing is locked and nothing written.
+    // Two orders of customer 0, whom no user is: nothing is locked and nothing placed, so no
+    // order, item, event or delivery is written and no count moves.
     warmUp: [
       '0,0',
       '00000000-0000-0000-0000-000000000000,00000000-0000-0000-0000-000000000000',
@@ -303,9 +224,9 @@ const MAX_ORDERS_PER_STATEMENT = 16;
 const batchers = new WeakMap<Db, Batcher<OrderToPlace, Placement>>();
 
 /**
- * Places an order (placeStatement). Outside a transaction, orders that come while others are
- * being placed share a statement (placeBatchStatement), at most one batch in flight per
- * connection; inside one (an Idempotency-Key) the order is placed at once, on its connection.
+ * Places an order (placeStatement). Outside a transaction, the orders that come while others are
+ * being placed share a statement, at most one batch in flight per connection (db/batcher.ts);
+ * inside one (an Idempotency-Key) the order is placed at once, alone, on its connection.
  */
 export function placeOrderRows(
   db: Db,
@@ -314,10 +235,10 @@ export function placeOrderRows(
   leaseMs: number | null,
 ): Promise<Placement> {
   const order = { customerId, lines, leaseMs };
-  if (db.isTransaction) return placeOne(db, order);
+  if (db.isTransaction) return placeAlone(db, order);
   let batcher = batchers.get(db);
   if (batcher === undefined) {
-    batcher = new Batcher((orders) => placeMany(db, orders), {
+    batcher = new Batcher((orders) => placeOrders(db, orders), {
       maxSize: MAX_ORDERS_PER_STATEMENT,
       maxInFlight: connectionCount(db),
     });
@@ -328,36 +249,20 @@ export function placeOrderRows(
 
 const NO_DELIVERIES: NewDeliveries = { ids: [], leased: [] };
 
-async function placeOne(db: Db, { customerId, lines, leaseMs }: OrderToPlace): Promise<Placement> {
-  const [row] = await placeStatement(
-    db,
-    customerId,
-    lines.map(([productId]) => productId).join(','),
-    lines.map(([, quantity]) => quantity).join(','),
-    lines.length,
-    randomUUID(),
-    new Date(),
-    leaseMs,
-  );
-  if (row === undefined) throw new Error('placing an order returned no row');
-  const { customerFound, stock, deliveries, order } = splitRow(row);
-  return { customerFound, available: availableOf(stock), order, deliveries: newDeliveries(deliveries) };
-}
-
-function splitRow(row: PlacementRow) {
-  const { customer_found: customerFound, stock, deliveries, ...order } = row;
-  return { customerFound, stock, deliveries, order: order.id === null ? undefined : order };
+async function placeAlone(db: Db, order: OrderToPlace): Promise<Placement> {
+  const [placement] = await placeOrders(db, [order]);
+  if (placement === undefined) throw new Error('placing an order returned no placement');
+  return placement;
 }
 
 /**
- * Places a batch: each order's placement, in their order. An order the batch did not place
- * although its customer exists and each of its lines had the units is one that an earlier order
- * of the batch may have left short; it is placed on its own, after the batch, for its own
- * verdict. When the batch's statement fails, each order is placed on its own, so that one
- * order's error is not its neighbours'.
+ * Places orders in one statement: each one's placement, in their order. An order of several
+ * that was not placed although its customer exists and each of its lines had the units is one
+ * that an earlier order of the statement may have left short: it is placed alone, after, for its
+ * own verdict. When the statement fails for one row's sake (a total out of range), each order is
+ * placed alone, so that one order's error is not its neighbours'.
  */
-async function placeMany(db: Db, orders: OrderToPlace[]): Promise<(Placement | Promise<Placement>)[]> {
-  if (orders.length === 1) return orders.map((order) => placeOne(db, order));
+async function placeOrders(db: Db, orders: OrderToPlace[]): Promise<(Placement | Promise<Placement>)[]> {
   const lineOrders: number[] = [];
   const productIds: number[] = [];
   const quantities: number[] = [];
@@ -368,9 +273,10 @@ async function placeMany(db: Db, orders: OrderToPlace[]): Promise<(Placement | P
       quantities.push(quantity);
     }
   });
+  const several = orders.length > 1;
   let rows: PlacementRow[];
   try {
-    rows = await placeBatchStatement(
+    rows = await placeStatement(
       db,
       orders.map((order) => order.customerId).join(','),
       orders.map(() => randomUUID()).join(','),
@@ -381,26 +287,35 @@ async function placeMany(db: Db, orders: OrderToPlace[]): Promise<(Placement | P
       orders[0]?.leaseMs ?? null,
     );
   } catch (error) {
-    // One order's value (a total out of range), or a lock wait gone wrong: each on its own.
-    if (isRowError(error)) return orders.map((order) => placeOne(db, order));
+    if (several && isRowError(error)) return orders.map((order) => placeAlone(db, order));
     throw error;
   }
   if (rows.length !== orders.length) throw new Error(`placing ${orders.length} orders returned ${rows.length} rows`);
-  const placements = rows.map(splitRow);
+  const placements = rows.map(partsOf);
   const available = availableOf(placements[0]?.stock ?? null);
+  // The statement's deliveries go with its first placed order, to be handed over once (eventRecorded).
   let deliveries = newDeliveries(placements[0]?.deliveries ?? null);
-  return orders.map((toPlace, i) => {
-    const { customerFound, order } = placements[i] ?? { customerFound: false, order: undefined };
+  return placements.map(({ customerFound, order }, i) => {
+    const toPlace = orders[i] as OrderToPlace;
     if (order !== undefined) {
-      // The batch's deliveries go with its first order, to be handed over once (eventRecorded).
       const placed = { customerFound, available, order, deliveries };
       deliveries = NO_DELIVERIES;
       return placed;
     }
-    if (customerFound && toPlace.lines.every(([productId, quantity]) => (available.get(productId) ?? -1) >= quantity))
-      return placeOne(db, toPlace);
+    if (
+      several &&
+      customerFound &&
+      toPlace.lines.every(([productId, quantity]) => (available.get(productId) ?? -1) >= quantity)
+    )
+      return placeAlone(db, toPlace);
     return { customerFound, available, order: undefined, deliveries: NO_DELIVERIES };
   });
+}
+
+/** A row's parts: the customer's verdict, the order (none when it was not placed), and the rest. */
+function partsOf(row: PlacementRow) {
+  const { customer_found: customerFound, stock, deliveries, ...order } = row;
+  return { customerFound, stock, deliveries, order: order.id === null ? undefined : order };
 }
 
 /** The stock column's `product:available,…` as a map. */
