@@ -120,8 +120,8 @@ export async function insertEvent(
 
 /** An event whose subject, data and owner come from a row of another WITH item. */
 export interface EventOfRow {
-  /** A uuid: one value, or one per row (a column of `source`: events of several rows). */
-  id: string | RawBuilder<string>;
+  /** Each row's event id (a uuid column of `source`): one event per row. */
+  id: RawBuilder<string>;
   type: EventType;
   time: Date;
   subject: RawBuilder<string>;
