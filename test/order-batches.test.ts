@@ -186,4 +186,33 @@ describe('orders placed together', () => {
     expect(await stockOf(app, cheap.id)).toEqual({ available: 997, reserved: 3 });
     expect(await stockOf(app, dear.id)).toEqual({ available: 1000, reserved: 0 });
   });
+  it('fans out each order’s event to the subscriptions, once each', async () => {
+    // No dispatcher runs in tests (WEBHOOK_DISPATCHER=false): deliveries are written, never sent.
+    const { rows } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret)
+      values ('http://127.0.0.1:9/in', array['order.created'], 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'),
+             ('http://127.0.0.1:9/all', array['*'], 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')
+      returning id`.execute(app.db);
+    const subscriptions = rows.map((r) => r.id).sort((a, b) => a - b);
+    try {
+      const product = await createProduct(app, { price: 1 }, 100);
+      const customer = await aCustomer(app);
+      const responses = await Promise.all(
+        Array.from({ length: 12 }, () => placeOrder(app, customer.auth, product.id, 1)),
+      );
+      expect(responses.map((r) => r.statusCode)).toEqual(Array(12).fill(201));
+      const ids = responses.map((r) => r.json().id as number);
+
+      const { rows: deliveries } = await sql<{ subject: string; subscriptions: number[] }>`
+        select e.subject, array_agg(d.subscription_id order by d.subscription_id) as subscriptions
+          from events e join webhook_deliveries d on d.event_sequence = e.sequence
+         where e.type = 'order.created' and e.subject = any(${ids.map((id) => `orders/${id}`)})
+         group by e.subject`.execute(app.db);
+      expect(deliveries.map((d) => d.subject).sort()).toEqual(ids.map((id) => `orders/${id}`).sort());
+      for (const d of deliveries) expect(d.subscriptions.map(Number)).toEqual(subscriptions);
+      expect(new Set((await createdEvents(ids)).map((e) => e.tx)).size).toBeLessThan(12);
+    } finally {
+      await sql`delete from webhook_subscriptions where id = any(${subscriptions})`.execute(app.db);
+    }
+  });
 });
