@@ -16,7 +16,7 @@ export default defineConfig({
       thresholds: { lines: 85, functions: 85, branches: 75, statements: 85 },
     },
     projects: [
-      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts'] } },
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'bench/**/*.test.ts'] } },
       ...engines.map((engine) => ({
         extends: true as const,
         test: { name: engine, include: ['test/**/*.test.ts'], env: { TEST_ENGINE: engine } },

@@ -35,6 +35,7 @@ import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { DEFAULT_POOL_SIZE } from '../src/config.js';
 import { PARTS, profileShares } from './profile.js';
+import { judgeSoak, sampledWhile, SOAK_LINES, type Slice } from './soak.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
@@ -674,33 +675,32 @@ async function soak(): Promise<void> {
     ['mixed: 90% GET by id, 10% POST /api/v1/orders', script('soak-mixed', orders(10))],
   ] as const) {
     console.log(`\nsoak: ${name}, ${SOAK_MINUTES} min in ${SLICE}-s slices, pool ${POOL}`);
-    const slices: { rps: number; rss: number }[] = [];
-    const rows = [['slice', 'req/s', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'RSS MiB']];
+    const slices: Slice[] = [];
+    const rows = [['slice', 'req/s', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'RSS MiB: low', 'median', 'high']];
     for (let s = 0; s < (SOAK_MINUTES * 60) / SLICE; s++) {
-      const m = await wrk(pg, lua, SLICE);
-      const rss = rssMiB(pg.pid);
+      const [m, rss] = await sampledWhile(
+        () => wrk(pg, lua, SLICE),
+        () => rssMiB(pg.pid),
+      );
       slices.push({ rps: m.rps, rss });
-      rows.push([`${s * SLICE}–${(s + 1) * SLICE} s`, f0(m.rps), f2(m.p99), f0(m.serverUs), f0(m.postgresUs), f1(rss)]);
+      const sorted = [...rss].sort((a, b) => a - b);
+      rows.push([
+        `${s * SLICE}–${(s + 1) * SLICE} s`,
+        f0(m.rps),
+        f2(m.p99),
+        f0(m.serverUs),
+        f0(m.postgresUs),
+        f1(sorted[0] ?? NaN),
+        f1(sorted[sorted.length >> 1] ?? NaN),
+        f1(sorted.at(-1) ?? NaN),
+      ]);
       console.log((rows.at(-1) ?? []).join('  '));
     }
-    const perMinute = 60 / SLICE;
-    const mean = (xs: { rps: number }[]) => xs.reduce((a, x) => a + x.rps, 0) / xs.length;
-    const first = mean(slices.slice(0, perMinute));
-    const last = mean(slices.slice(-perMinute));
-    // The least-squares line through every slice: on a machine whose slices scatter by ±15%,
-    // two minutes alone can differ by that much while nothing decays; the line cannot.
-    const n = slices.length;
-    const mt = (n - 1) / 2;
-    const mr = mean(slices);
-    const slope =
-      slices.reduce((a, x, i) => a + (i - mt) * (x.rps - mr), 0) / slices.reduce((a, _x, i) => a + (i - mt) ** 2, 0);
-    const trend = (mr + slope * (n - 1 - mt)) / (mr - slope * mt);
-    const rssGrowth = (slices.at(-1)?.rss ?? NaN) / (slices[0]?.rss ?? NaN);
-    const ok = trend >= 0.95 && rssGrowth <= 1.2;
-    if (!ok) failed++;
+    const v = judgeSoak(slices, SLICE);
+    if (!v.holds) failed++;
     console.log(
-      `\n${table(rows)}\n\nlast minute / first minute: ${f2(last / first)}×; fitted trend, end / start: ${f2(trend)}× (≥ 0.95); ` +
-        `RSS ${f2(rssGrowth)}× the first slice (≤ 1.2): ${ok ? 'holds' : 'DECAYS'}`,
+      `\n${table(rows)}\n\nlast minute / first minute: ${f2(v.lastOverFirst)}×; fitted trend, end / start: ${f2(v.trend)}× (≥ ${SOAK_LINES.trend}); ` +
+        `RSS, last minute / first, of a sample a second: median ${f2(v.rss.median)}× (≤ ${SOAK_LINES.rss}), lows ${f2(v.rss.low)}×, highs ${f2(v.rss.high)}×: ${v.holds ? 'holds' : 'DECAYS'}`,
     );
   }
   console.log(failed === 0 ? '\nthe soak holds' : `\n${failed} soak(s) decay`);
