@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { EventEmitter } from 'node:events';
+import fs, { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TurnBatchedDestination } from './log-destination.js';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { SONIC_BOOM_OPTIONS, TurnBatchedDestination } from './log-destination.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-destination-'));
 afterAll(() => {
@@ -24,6 +25,12 @@ function recorder() {
 }
 
 const nextTurn = () => new Promise((r) => setImmediate(r));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+type Target = ConstructorParameters<typeof TurnBatchedDestination>[0];
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 describe('TurnBatchedDestination', () => {
   it('hands the lines of one event-loop turn over as one string, in order', async () => {
@@ -70,5 +77,76 @@ describe('TurnBatchedDestination', () => {
     });
 
     expect(readFileSync(file, 'utf8')).toBe([1, 2, 3].map((i) => `{"level":30,"i":${i},"msg":"line"}\n`).join(''));
+  });
+
+  describe('the periodic flush', () => {
+    /** A stand-in for sonic-boom that counts flushes and emits 'write' as sonic-boom does. */
+    function flushCounter() {
+      const target = Object.assign(new EventEmitter(), {
+        flushes: 0,
+        write: () => true,
+        flush() {
+          target.flushes++;
+        },
+        flushSync: () => {},
+        end: () => {},
+      });
+      return target;
+    }
+
+    it('flushes after lines were handed over or a write left bytes behind, and not when idle', async () => {
+      const target = flushCounter();
+      const destination = new TurnBatchedDestination(target as unknown as Target, { flushEveryMs: 60_000 });
+      const log = pino({ base: null, timestamp: false }, destination);
+
+      destination.tick();
+      expect(target.flushes).toBe(0); // nothing was ever written
+
+      log.info('a');
+      await nextTurn(); // handed over
+      destination.tick();
+      destination.tick();
+      expect(target.flushes).toBe(1);
+
+      target.emit('write', 12_288); // a batch went out; a remainder may be behind it
+      destination.tick();
+      expect(target.flushes).toBe(2);
+
+      target.emit('write', 0); // the flush of nothing: no remainder
+      destination.tick();
+      destination.tick();
+      expect(target.flushes).toBe(2);
+    });
+
+    it('makes no write(2) while idle, yet a line below minLength reaches the file', async () => {
+      const writes = vi.spyOn(fs, 'write');
+      const file = join(dir, 'idle.log');
+      const sonic = pino.destination({ dest: openSync(file, 'w'), ...SONIC_BOOM_OPTIONS });
+      const log = pino({ base: null, timestamp: false }, new TurnBatchedDestination(sonic, { flushEveryMs: 10 }));
+
+      log.info('only line');
+      for (let i = 0; i < 200 && readFileSync(file, 'utf8') === ''; i++) await sleep(10);
+      expect(readFileSync(file, 'utf8')).toBe('{"level":30,"msg":"only line"}\n');
+
+      await sleep(50); // the one flush of nothing that may follow the line's write
+      const before = writes.mock.calls.length;
+      await sleep(300); // thirty ticks
+      expect(writes.mock.calls.length - before).toBe(0);
+      sonic.destroy();
+    });
+
+    it("(the control) sonic-boom's own periodic flush writes zero bytes on every tick", async () => {
+      const writes = vi.spyOn(fs, 'write');
+      const sonic = pino.destination({
+        dest: openSync(join(dir, 'control.log'), 'w'),
+        ...SONIC_BOOM_OPTIONS,
+        periodicFlush: 10,
+      });
+      await sleep(50);
+      const before = writes.mock.calls.length;
+      await sleep(300);
+      expect(writes.mock.calls.length - before).toBeGreaterThanOrEqual(5);
+      sonic.destroy();
+    });
   });
 });

@@ -7,17 +7,38 @@
 // it, and left the copy as garbage (docs/benchmark.md, "What moved the numbers"). Here the lines
 // of one turn are joined once and written once; sonic-boom keeps doing what it does well
 // (batching write(2) calls, retrying EAGAIN on pipes, flushing at exit).
+//
+// The periodic flush is ours too. sonic-boom's own (`periodicFlush`) flushes on every tick, and
+// with `minLength` set a flush with nothing buffered is still a write of zero bytes: an idle
+// process made ten write(2) calls a second on a thread-pool thread, each waking the event loop.
+// Ours flushes only when something may be buffered: lines were handed over, or a write left a
+// remainder behind it.
 import { pino } from 'pino';
 
 type SonicBoom = ReturnType<typeof pino.destination>;
 
+export interface TurnBatchedOptions {
+  /** Flush what sonic-boom holds back (below its `minLength`) this often; 0: never on a timer. */
+  flushEveryMs?: number;
+}
+
 export class TurnBatchedDestination {
   #lines: string[] = [];
   #scheduled = false;
+  /** Something may be buffered in the target since its last flush. */
+  #unflushed = false;
   readonly #target: SonicBoom;
 
-  constructor(target: SonicBoom) {
+  constructor(target: SonicBoom, { flushEveryMs = 0 }: TurnBatchedOptions = {}) {
     this.#target = target;
+    if (flushEveryMs > 0) {
+      // A completed write may leave bytes behind it (sonic-boom writes on only past minLength);
+      // a write of zero bytes (a flush of nothing) leaves none, so it schedules no other.
+      target.on('write', (bytes: number) => {
+        if (bytes > 0) this.#unflushed = true;
+      });
+      setInterval(() => this.tick(), flushEveryMs).unref();
+    }
     // pino flushes sonic-boom synchronously at exit; the lines of the last turn go first.
     process.once('exit', () => {
       try {
@@ -47,7 +68,15 @@ export class TurnBatchedDestination {
     const lines = this.#lines;
     if (lines.length === 0) return;
     this.#lines = [];
+    this.#unflushed = true;
     this.#target.write(lines.length === 1 ? (lines[0] as string) : lines.join(''));
+  }
+
+  /** The periodic flush: only when something may be waiting in the target. */
+  tick(): void {
+    if (!this.#unflushed) return;
+    this.#unflushed = false;
+    this.#target.flush();
   }
 
   /** logger.flush(): everything written so far, out to the file descriptor. */
@@ -67,10 +96,15 @@ export class TurnBatchedDestination {
   }
 }
 
-/** sonic-boom's options here: asynchronous, in batches of at least 12 KiB or 100 ms. */
-export const SONIC_BOOM_OPTIONS = { sync: false, minLength: 12 * 1024, periodicFlush: 100 } as const;
+/** sonic-boom's options here: asynchronous, in batches of at least 12 KiB (or FLUSH_EVERY_MS). */
+export const SONIC_BOOM_OPTIONS = { sync: false, minLength: 12 * 1024 } as const;
+
+/** A line waits at most this long in the buffer. */
+export const FLUSH_EVERY_MS = 100;
 
 /** The production destination: stdout unless told otherwise. */
 export function logDestination(fd = 1): TurnBatchedDestination {
-  return new TurnBatchedDestination(pino.destination({ dest: fd, ...SONIC_BOOM_OPTIONS }));
+  return new TurnBatchedDestination(pino.destination({ dest: fd, ...SONIC_BOOM_OPTIONS }), {
+    flushEveryMs: FLUSH_EVERY_MS,
+  });
 }
