@@ -1,7 +1,8 @@
 // The benchmark's anchors: the least a Node server can do for the same answer.
 //   anchors.ts http <port>             a fixed JSON user from bare node:http
-//   anchors.ts pg <port> <url>         one user by primary key through postgres.js, max: 1
-//                                      (the TechEmpower shape: prepared, pipelined)
+//   anchors.ts pg <port> <url> [max]   one user by primary key through postgres.js, max: 1
+//                                      (the TechEmpower shape: prepared, pipelined); a larger
+//                                      max is the shape that decays (bench --soak --soak-decaying)
 //   anchors.ts pglite <port> <seed>    one user by primary key through PGlite in memory (its
 //                                      query()), seeded with <seed> users by plain SQL
 //   anchors.ts pglite-named <port> <seed>
@@ -9,7 +10,7 @@
 //                                      (a named statement, one exchange per query: pglite-statements.ts)
 import { createServer, type ServerResponse } from 'node:http';
 
-const [kind, portArg, arg] = process.argv.slice(2);
+const [kind, portArg, arg, maxArg] = process.argv.slice(2);
 const port = Number(portArg);
 
 interface UserRow {
@@ -55,7 +56,7 @@ if (kind === 'http') {
   }).listen(port, '127.0.0.1', ready);
 } else if (kind === 'pg') {
   const { default: postgres } = await import('postgres');
-  const sql = postgres(arg ?? '', { max: 1, prepare: true, onnotice: () => {} });
+  const sql = postgres(arg ?? '', { max: Number(maxArg ?? 1), prepare: true, onnotice: () => {} });
   createServer((req, res) => {
     sql<UserRow[]>`select id, name, email, created_at from users where id = ${idOf(req.url ?? '')}`.then(
       (rows) => send(res, rows[0]),

@@ -9,7 +9,11 @@
 //
 //   npm run bench                     the ratio table (BENCH_DURATION s × BENCH_ROUNDS rounds)
 //   npm run bench -- --soak           GET by id, then the mixed load (90% reads, 10% orders),
-//                                     BENCH_SOAK_MINUTES each without pause, in 30-s slices
+//                                     BENCH_SOAK_MINUTES each without pause, in 30-s slices, then
+//                                     the soaked process beside a new one (the control)
+//   npm run bench -- --soak --soak-decaying
+//                                     the same GET soak on a server known to decay (postgres.js
+//                                     max: 4): the instrument must say so
 //   npm run bench -- --pool           the mixed load at each DATABASE_POOL_SIZE of BENCH_POOLS
 //   npm run bench -- --only 'GET'     only the cases whose name matches (anchors always run)
 //   npm run bench -- --first-wave     a new instance's first second of orders against its next two
@@ -664,23 +668,42 @@ async function ratios(): Promise<void> {
   console.log(failed === 0 ? '\nevery ratio meets its target' : `\n${failed} case(s) miss their target`);
 }
 
-/** GET by id, then the mixed load, each SOAK_MINUTES without pause, in 30-s slices. */
+/** The control after a soak: pairs of a soaked slice and a new process's slice, and their length. */
+const CONTROL_PAIRS = 3;
+const CONTROL_SECONDS = 20;
+/** A new process's warm-up before the control: the JIT's work and a new pool's first orders stay out. */
+const CONTROL_WARM_UP = 10;
+
+/**
+ * GET by id, then the mixed load, each SOAK_MINUTES without pause, in 30-s slices; after each, a
+ * new process of the same build beside the soaked one (bench/soak.ts). With --soak-decaying, the
+ * instrument itself is checked: the GET load on bare node:http + postgres.js with `max: 4`, the
+ * shape that decays (docs/benchmark.md), which the verdict must call "decays".
+ */
 async function soak(): Promise<void> {
-  const pg = await service('service-pg', 18083, { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) });
+  const env = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  const decaying = flag('--soak-decaying');
+  // Seeded through a process of its own, so that the soaked process and the new one of the
+  // control have served nothing else.
   console.log(`seeding ${USERS} users and ${PRODUCTS} products…`);
-  await seed(pg.port);
+  const seeder = await service('service-pg-seed', 18090, env);
+  await seed(seeder.port);
+  await stopServer(seeder);
+  const start = (name: string, port: number) =>
+    decaying ? anchor(name, port, 'pg', DB_URL, '4') : service(name, port, env);
+  const soaked = await start(decaying ? 'anchor-pg-max-4' : 'service-pg', 18083);
+  const loads: [string, string][] = [['GET /api/v1/users/{id}', script('soak-get', byId('/api/v1/users/', USERS))]];
+  if (!decaying) loads.push(['mixed: 90% GET by id, 10% POST /api/v1/orders', script('soak-mixed', orders(10))]);
+  const what = decaying ? 'bare node:http + postgres.js max: 4 (known to decay)' : `pool ${POOL}`;
   let failed = 0;
-  for (const [name, lua] of [
-    ['GET /api/v1/users/{id}', script('soak-get', byId('/api/v1/users/', USERS))],
-    ['mixed: 90% GET by id, 10% POST /api/v1/orders', script('soak-mixed', orders(10))],
-  ] as const) {
-    console.log(`\nsoak: ${name}, ${SOAK_MINUTES} min in ${SLICE}-s slices, pool ${POOL}`);
+  for (const [name, lua] of loads) {
+    console.log(`\nsoak: ${name}, ${SOAK_MINUTES} min in ${SLICE}-s slices, ${what}`);
     const slices: Slice[] = [];
     const rows = [['slice', 'req/s', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'RSS MiB: low', 'median', 'high']];
     for (let s = 0; s < (SOAK_MINUTES * 60) / SLICE; s++) {
       const [m, rss] = await sampledWhile(
-        () => wrk(pg, lua, SLICE),
-        () => rssMiB(pg.pid),
+        () => wrk(soaked, lua, SLICE),
+        () => rssMiB(soaked.pid),
       );
       slices.push({ rps: m.rps, rss });
       const sorted = [...rss].sort((a, b) => a - b);
@@ -696,13 +719,27 @@ async function soak(): Promise<void> {
       ]);
       console.log((rows.at(-1) ?? []).join('  '));
     }
-    const v = judgeSoak(slices, SLICE);
+    // The control: a new process, warmed up, measured beside the soaked one in interleaved pairs.
+    const fresh = await start(`${soaked.name}-new`, 18088);
+    await wrk(fresh, lua, CONTROL_WARM_UP);
+    const control = { soaked: [] as number[], fresh: [] as number[] };
+    for (let i = 0; i < CONTROL_PAIRS; i++) {
+      control.soaked.push((await wrk(soaked, lua, CONTROL_SECONDS)).rps);
+      control.fresh.push((await wrk(fresh, lua, CONTROL_SECONDS)).rps);
+      console.log(
+        `control ${i + 1}/${CONTROL_PAIRS}: soaked ${f0(control.soaked[i] ?? NaN)} req/s, new ${f0(control.fresh[i] ?? NaN)}`,
+      );
+    }
+    await stopServer(fresh);
+    const v = judgeSoak(slices, SLICE, control);
     if (!v.holds) failed++;
     console.log(
-      `\n${table(rows)}\n\nlast minute / first minute: ${f2(v.lastOverFirst)}×; fitted trend, end / start: ${f2(v.trend)}× (≥ ${SOAK_LINES.trend}); ` +
+      `\n${table(rows)}\n\nagainst a new process (${CONTROL_PAIRS} interleaved pairs of ${CONTROL_SECONDS} s): ${f2(v.againstFresh ?? NaN)}× (≥ ${SOAK_LINES.throughput}); ` +
+        `last minute / first minute: ${f2(v.lastOverFirst)}×; fitted trend, end / start: ${f2(v.trend)}×; ` +
         `RSS, last minute / first, of a sample a second: median ${f2(v.rss.median)}× (≤ ${SOAK_LINES.rss}), lows ${f2(v.rss.low)}×, highs ${f2(v.rss.high)}×: ${v.holds ? 'holds' : 'DECAYS'}`,
     );
   }
+  await stopServer(soaked);
   console.log(failed === 0 ? '\nthe soak holds' : `\n${failed} soak(s) decay`);
 }
 

@@ -68,6 +68,35 @@ describe('the soak verdict', () => {
     expect(verdict.holds).toBe(true);
   });
 
+  it('judges throughput against a new process when there is one: the host drifted, the process did not', () => {
+    // The GET soak of 2026-11-25, evening: 5,009–8,442 req/s in no order, the fitted line 0.90×,
+    // on a host whose speed drifts over minutes. The control puts a new process beside it.
+    const rps = [
+      5711, 7159, 7014, 5468, 6904, 8442, 5745, 5299, 6351, 6362, 6709, 6660, 7068, 6460, 5838, 6418, 5667, 6096, 6558,
+      5009,
+    ];
+    const slices = rps.map((r) => ({ rps: r, rss: [220] }));
+    expect(judgeSoak(slices, SLICE).trend).toBeLessThan(0.95);
+    expect(judgeSoak(slices, SLICE).holds).toBe(false);
+    const verdict = judgeSoak(slices, SLICE, { soaked: [5900, 6100, 6000], fresh: [6050, 5950, 6080] });
+    expect(verdict.againstFresh).toBeCloseTo(18_000 / 18_080, 5);
+    expect(verdict.holds).toBe(true);
+  });
+
+  it('decays when the soaked process is slower than a new one, though its line held', () => {
+    // A host that sped up through the soak hides a process that slowed down: the control does not.
+    const slices = sawtooth(10, 224, 108, 20, 0).map((s, i) => ({ ...s, rps: 6000 + i * 20 }));
+    expect(judgeSoak(slices, SLICE).holds).toBe(true);
+    const verdict = judgeSoak(slices, SLICE, { soaked: [5000, 5100, 4900], fresh: [6300, 6200, 6400] });
+    expect(verdict.againstFresh).toBeLessThan(0.95);
+    expect(verdict.holds).toBe(false);
+  });
+
+  it('gives no verdict of holding without a control measured', () => {
+    const verdict = judgeSoak(sawtooth(10, 224, 108, 20, 0), SLICE, { soaked: [], fresh: [] });
+    expect(verdict.holds).toBe(false);
+  });
+
   it('gives no verdict of holding without samples', () => {
     const verdict = judgeSoak(
       [

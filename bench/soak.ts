@@ -7,12 +7,26 @@
 // ~225 and ~330 MiB every minute): one sample a slice falls wherever the saw happens to be, so
 // two such samples can differ by 40% while nothing grows. The median of a minute's samples sits
 // at the saw's middle whatever the phase, and a leak lifts the whole saw, so the median with it.
+//
+// The fitted line still moves with the host: on a VM whose speed drifts over minutes, a server
+// that does not decay can end a soak 10% slower than it began (run of 2026-11-25, evening:
+// 0.90×, the server's CPU per request scattered 117–185 µs across slices in no order). So when
+// the soak ends, a new process of the same build, warmed up, is measured beside the soaked one,
+// in interleaved pairs of slices: the host's drift falls on both, and what is left is the
+// process's own. A process that decays is slower than a new one; one that does not, is not.
+// That comparison judges throughput when it was made; the fitted line when it was not.
 
 export interface Slice {
   /** Requests a second over the slice. */
   rps: number;
   /** The server's RSS in MiB, sampled once a second during the slice. */
   rss: number[];
+}
+
+/** The soaked process and a new one, measured in interleaved pairs after the soak (req/s). */
+export interface FreshControl {
+  soaked: number[];
+  fresh: number[];
 }
 
 export interface SoakVerdict {
@@ -22,11 +36,13 @@ export interface SoakVerdict {
   trend: number;
   /** The last minute's RSS over the first minute's: the median (judged), the lows and the highs. */
   rss: { median: number; low: number; high: number };
+  /** The soaked process's req/s over the new process's, in the control after the soak. */
+  againstFresh: number | undefined;
   holds: boolean;
 }
 
-/** The lines: the fitted trend at least this, the median RSS at most this. */
-export const SOAK_LINES = { trend: 0.95, rss: 1.2 } as const;
+/** The lines: throughput at least this (against a new process, else the fitted trend), the median RSS at most this. */
+export const SOAK_LINES = { throughput: 0.95, rss: 1.2 } as const;
 
 const mean = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
 
@@ -45,8 +61,11 @@ export function fittedTrend(ys: number[]): number {
   return (my + slope * (n - 1 - mt)) / (my - slope * mt);
 }
 
-/** The verdict over slices of `sliceSeconds` each; a minute is the first (last) 60 s of slices. */
-export function judgeSoak(slices: Slice[], sliceSeconds: number): SoakVerdict {
+/**
+ * The verdict over slices of `sliceSeconds` each (a minute is the first (last) 60 s of slices),
+ * and the comparison with a new process when one was made.
+ */
+export function judgeSoak(slices: Slice[], sliceSeconds: number, control?: FreshControl): SoakVerdict {
   const perMinute = Math.max(1, Math.round(60 / sliceSeconds));
   const first = slices.slice(0, perMinute);
   const last = slices.slice(-perMinute);
@@ -59,12 +78,15 @@ export function judgeSoak(slices: Slice[], sliceSeconds: number): SoakVerdict {
     low: Math.min(...lastRss) / Math.min(...firstRss),
     high: Math.max(...lastRss) / Math.max(...firstRss),
   };
+  const againstFresh = control === undefined ? undefined : mean(control.soaked) / mean(control.fresh);
   return {
     lastOverFirst: mean(last.map((s) => s.rps)) / mean(first.map((s) => s.rps)),
     trend,
     rss,
-    // NaN (a slice with no sample) fails both comparisons: no verdict of "holds" without data.
-    holds: trend >= SOAK_LINES.trend && rss.median <= SOAK_LINES.rss,
+    againstFresh,
+    // NaN (a slice with no sample, a control with none) fails every comparison: no verdict of
+    // "holds" without data.
+    holds: (againstFresh ?? trend) >= SOAK_LINES.throughput && rss.median <= SOAK_LINES.rss,
   };
 }
 
