@@ -8,6 +8,10 @@
 //   anchors.ts pglite-named <port> <seed>
 //                                      the same through the service's own PGlite statement path
 //                                      (a named statement, one exchange per query: pglite-statements.ts)
+//   anchors.ts fastify <port>          the liveness probe's answer from a bare Fastify route, with the
+//                                      six headers DESIGN §7 puts on it (request id, nosniff, Vary, two
+//                                      CORS headers, Cache-Control) and nothing else: the floor of the
+//                                      decided stack for that answer
 import { createServer, type ServerResponse } from 'node:http';
 
 const [kind, portArg, arg, maxArg] = process.argv.slice(2);
@@ -85,6 +89,29 @@ if (kind === 'http') {
       () => res.writeHead(500).end(),
     );
   }).listen(port, '127.0.0.1', ready);
+} else if (kind === 'fastify') {
+  const { randomUUID } = await import('node:crypto');
+  const { default: Fastify } = await import('fastify');
+  const app = Fastify({ logger: false });
+  const exposed =
+    'X-Total-Count, Location, ETag, Link, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-Request-Id';
+  const schema = {
+    response: {
+      200: { type: 'object', properties: { status: { type: 'string', const: 'UP' } }, required: ['status'] },
+    },
+  };
+  app.get('/api/public/health/live', { schema }, (req, reply) => {
+    reply
+      .header('x-request-id', randomUUID())
+      .header('x-content-type-options', 'nosniff')
+      .header('vary', 'Origin')
+      .header('access-control-allow-origin', req.headers.origin ?? '*')
+      .header('access-control-expose-headers', exposed)
+      .header('cache-control', 'no-store')
+      .send({ status: 'UP' });
+  });
+  await app.listen({ port, host: '127.0.0.1' });
+  ready();
 } else {
   console.error(`unknown anchor ${kind}`);
   process.exit(2);

@@ -526,6 +526,7 @@ async function ratios(): Promise<void> {
   const pgAnchor = new Slot(() => anchor('anchor-pg', 18082, 'pg', DB_URL), true);
   const liteAnchor = new Slot(() => anchor('anchor-pglite', 18085, 'pglite', String(USERS)), true);
   const namedAnchor = new Slot(() => anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS)), true);
+  const fastifyAnchor = new Slot(() => anchor('anchor-fastify', 18091, 'fastify'), true);
 
   const cases: Case[] = [
     { name: 'anchor: node:http fixed JSON', slot: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
@@ -543,6 +544,13 @@ async function ratios(): Promise<void> {
       name: 'anchor: node:http + PGlite by id, named statement',
       slot: namedAnchor,
       lua: script('anchor-pglite-named', byId('/api/v1/users/', USERS)),
+    },
+    {
+      // The floor of the decided stack for the probe's answer: what Fastify and DESIGN §7's
+      // headers cost before any of the service's own work (docs/benchmark.md, "Not reached").
+      name: 'anchor: Fastify route, the probe answer + its six headers',
+      slot: fastifyAnchor,
+      lua: script('anchor-fastify', fixed('/api/public/health/live')),
     },
     {
       name: 'GET /api/v1/users/{id}',
@@ -583,6 +591,14 @@ async function ratios(): Promise<void> {
       lua: script('live', fixed('/api/public/health/live')),
       anchor: 'anchor: node:http fixed JSON',
       target: 0.7,
+    },
+    {
+      // The same server against the stack's floor for its answer: what the service's own
+      // per-request work costs, with no target of its own.
+      name: 'GET /api/public/health/live, vs the Fastify anchor',
+      slot: pg,
+      lua: script('live-vs-fastify', fixed('/api/public/health/live')),
+      anchor: 'anchor: Fastify route, the probe answer + its six headers',
     },
     {
       name: 'POST /api/v1/orders',
