@@ -92,9 +92,9 @@ if (kind === 'http') {
 } else if (kind === 'fastify') {
   const { randomUUID } = await import('node:crypto');
   const { default: Fastify } = await import('fastify');
+  const { EXPOSED_HEADERS } = await import('../src/http/cors.js');
   const app = Fastify({ logger: false });
-  const exposed =
-    'X-Total-Count, Location, ETag, Link, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-Request-Id';
+  const exposed = EXPOSED_HEADERS.join(', '); // as the service's CORS policy lists them
   const schema = {
     response: {
       200: { type: 'object', properties: { status: { type: 'string', const: 'UP' } }, required: ['status'] },

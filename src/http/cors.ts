@@ -36,7 +36,7 @@ const ALLOWED_HEADERS = [
 ];
 // DESIGN §10, §11: the spec's two, then validators, page links, when to retry, replays, the
 // quota, and the request id to quote in a support ticket.
-const EXPOSED_HEADERS = [
+export const EXPOSED_HEADERS = [
   'X-Total-Count',
   'Location',
   'ETag',
