@@ -22,6 +22,7 @@ import { plain } from './http/problems/to-problem.js';
 import timeouts from './http/timeouts.js';
 import requestContext, { genReqId, REQUEST_ID_LOG_LABEL } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
+import { createMailer, type Mailer, type MailerOptions } from './mail/mailer.js';
 import { createValidatorCompiler } from './http/validation.js';
 import versioning, { versionRewriter } from './http/versioning.js';
 import productRoutes from './products/products.routes.js';
@@ -34,6 +35,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
     db: Kysely<Database>;
+    /** Outgoing mail (the password reset's link). */
+    mailer: Mailer;
     /** A host's addresses, for the webhook URL checks (DESIGN §12). */
     resolveHost: ResolveHost;
   }
@@ -55,6 +58,8 @@ export interface BuildAppOptions {
   resolveHost?: ResolveHost;
   /** The event stream's poll and heartbeat periods (tests shorten them). */
   eventStream?: EventStreamOptions;
+  /** The mailer's retry waits and time-out (tests shorten them). */
+  mail?: Pick<MailerOptions, 'retryDelaysMs' | 'timeoutMs'>;
 }
 
 export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
@@ -68,6 +73,7 @@ export async function buildApp({
   observers = [],
   resolveHost = resolveWithDns,
   eventStream = {},
+  mail = {},
 }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -96,6 +102,12 @@ export async function buildApp({
   app.decorate('config', config);
   app.decorate('db', db);
   app.decorate('resolveHost', resolveHost);
+  const mailer = createMailer(
+    { smtpUrl: config.mail.smtpUrl, from: config.mail.from, printWithoutSmtp: config.env === 'development', ...mail },
+    app.log,
+  );
+  app.decorate('mailer', mailer);
+  app.addHook('onClose', () => mailer.close());
 
   // Cross-cutting plugins, one file each, in the order their hooks run: CORS headers are set
   // before authentication can refuse, so that browsers can read every error.

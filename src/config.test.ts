@@ -40,6 +40,8 @@ describe('loadConfig', () => {
       poolSize: DEFAULT_POOL_SIZE,
       statementTimeoutMs: 10_000,
       idleTransactionTimeoutMs: 30_000,
+      pooler: 'none',
+      directUrl: 'postgresql://u@h/db',
     });
     expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({
       poolSize: 8,

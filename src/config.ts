@@ -97,6 +97,23 @@ export const EnvSchema = Type.Object({
   KEEP_ALIVE_TIMEOUT_MS: Millis(),
   DATABASE_STATEMENT_TIMEOUT_MS: Millis(),
   DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: Millis(),
+  DATABASE_POOLER: Type.Union([Type.Literal('none'), Type.Literal('transaction')], {
+    description: 'none or transaction',
+  }),
+  DATABASE_DIRECT_URL: Type.Optional(
+    Type.String({ pattern: '^postgres(ql)?://.+', description: 'a postgres:// or postgresql:// URL' }),
+  ),
+  SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://.+', description: 'an smtp:// or smtps:// URL' })),
+  SMTP_FROM: Text('a sender such as "Shop <no-reply@example.com>"'),
+  PASSWORD_RESET_URL: Type.String({
+    pattern: '^https?://[^\\s]*\\{token\\}',
+    description: 'an absolute http(s) URL containing {token}',
+  }),
+  PASSWORD_RESET_TTL_MINUTES: Type.Integer({
+    minimum: 1,
+    maximum: 10_080,
+    description: 'an integer number of minutes from 1 to 10080',
+  }),
 });
 type Env = Static<typeof EnvSchema>;
 
@@ -111,6 +128,10 @@ export interface Config {
         readonly poolSize: number;
         readonly statementTimeoutMs: number;
         readonly idleTransactionTimeoutMs: number;
+        /** `transaction`: a pooler in transaction mode is in front (no prepared statements, no session state). */
+        readonly pooler: 'none' | 'transaction';
+        /** A direct connection to the primary for what needs a session (LISTEN, migrations). */
+        readonly directUrl: string;
       }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
@@ -151,6 +172,10 @@ export interface Config {
     /** The waits before each retry, in milliseconds. */
     readonly retryScheduleMs: readonly number[];
   };
+  /** Outgoing mail: SMTP_URL (unset: none), SMTP_FROM. */
+  readonly mail: { readonly smtpUrl: string | undefined; readonly from: string };
+  /** The password reset's link (`{token}` is replaced) and how long a token lasts. */
+  readonly passwordReset: { readonly urlTemplate: string; readonly ttlMinutes: number };
   /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -221,6 +246,12 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     KEEP_ALIVE_TIMEOUT_MS: merged.KEEP_ALIVE_TIMEOUT_MS ?? '5000',
     DATABASE_STATEMENT_TIMEOUT_MS: merged.DATABASE_STATEMENT_TIMEOUT_MS ?? '10000',
     DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: merged.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS ?? '30000',
+    DATABASE_POOLER: merged.DATABASE_POOLER ?? 'none',
+    DATABASE_DIRECT_URL: merged.DATABASE_DIRECT_URL,
+    SMTP_URL: merged.SMTP_URL,
+    SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
+    PASSWORD_RESET_URL: merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/reset-password?token={token}`,
+    PASSWORD_RESET_TTL_MINUTES: merged.PASSWORD_RESET_TTL_MINUTES ?? '60',
   };
   const defined = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== undefined));
 
@@ -281,6 +312,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
             poolSize: e.DATABASE_POOL_SIZE,
             statementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
             idleTransactionTimeoutMs: e.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS,
+            pooler: e.DATABASE_POOLER,
+            directUrl: e.DATABASE_DIRECT_URL ?? databaseUrl,
           }
         : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
     dataDir: e.DATA_DIR,
@@ -315,6 +348,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
       pollMs: e.WEBHOOK_POLL_MS,
       retryScheduleMs: parseDurations(e.WEBHOOK_RETRY_SCHEDULE),
     },
+    mail: { smtpUrl: e.SMTP_URL, from: e.SMTP_FROM },
+    passwordReset: { urlTemplate: e.PASSWORD_RESET_URL, ttlMinutes: e.PASSWORD_RESET_TTL_MINUTES },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,
@@ -352,7 +387,10 @@ function fail(name: string, schema: TSchema | undefined, value: unknown): never 
       ? schema.description
       : 'a valid value';
   const shown =
-    (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') || name === 'REDIS_URL'
+    (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') ||
+    name === 'REDIS_URL' ||
+    name === 'SMTP_URL' ||
+    name === 'DATABASE_DIRECT_URL'
       ? '(hidden)'
       : JSON.stringify(value);
   throw new ConfigError(`Invalid configuration: ${name} must be ${rule} (got ${shown})`);

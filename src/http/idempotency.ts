@@ -160,6 +160,8 @@ async function idempotency(app: FastifyInstance): Promise<void> {
   app.addHook('onRoute', (route: RouteOptions) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((m) => m === 'POST' || m === 'PATCH')) return;
+    // Keys are scoped by the caller; a public path has none (the reset's completion is single-use).
+    if (route.url.startsWith('/api/public/')) return;
     route.preHandler = [...toArray(route.preHandler), preHandler];
     route.onSend = [...toArray(route.onSend), onSend];
     route.onResponse = [...toArray(route.onResponse), onResponse];

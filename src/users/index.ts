@@ -3,3 +3,5 @@
 export { userExists } from './users.repository.js';
 // The v1 representation, for the events' documents (webhooks/webhooks.asyncapi.ts).
 export { UserV1Schema } from './users.schemas.js';
+// The public half of the password reset (public/index.ts registers it under /api/public).
+export { default as passwordResetCompletion } from './password-resets.routes.js';

@@ -168,9 +168,56 @@ const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${
 
 const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')), { warmUp: [] });
 
-export async function insertPasswordReset(db: Db, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
-  await db
-    .insertInto('password_resets')
-    .values({ user_id: userId, token_hash: tokenHash, expires_at: expiresAt })
-    .execute();
+/**
+ * A new reset for the user, ending every earlier one (only the newest link works). Returns
+ * the user's name and e-mail, to write to; undefined when the user does not exist.
+ */
+export async function replacePasswordReset(
+  db: Db,
+  userId: number,
+  tokenHash: string,
+  expiresAt: Date,
+): Promise<{ name: string; email: string } | undefined> {
+  const result = await sql<{ name: string; email: string }>`
+    with ended as (delete from password_resets where user_id = ${userId}),
+    inserted as (
+      insert into password_resets (user_id, token_hash, expires_at)
+      select id, ${tokenHash}, ${expiresAt} from users where id = ${userId}
+      returning user_id
+    )
+    select u.name, u.email from users u join inserted i on i.user_id = u.id`.execute(db);
+  return result.rows[0];
+}
+
+/**
+ * Takes the reset whose token hashes to `tokenHash`, whether or not it has expired: a token
+ * is used at most once. Returns its user and the stored hash (compared again by the caller in
+ * constant time) when it had not expired; undefined otherwise.
+ */
+export async function takePasswordReset(
+  db: Db,
+  tokenHash: string,
+): Promise<{ userId: number; tokenHash: string } | undefined> {
+  const row = await db
+    .deleteFrom('password_resets')
+    .where('token_hash', '=', tokenHash)
+    .returning(['user_id', 'token_hash', sql<boolean>`expires_at > now()`.as('valid')])
+    .executeTakeFirst();
+  return row?.valid ? { userId: row.user_id, tokenHash: row.token_hash } : undefined;
+}
+
+/** Whether a reset with this token hash exists and has not expired (read only). */
+export async function passwordResetIsValid(db: Db, tokenHash: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('password_resets')
+    .select('id')
+    .where('token_hash', '=', tokenHash)
+    .where('expires_at', '>', sql<Date>`now()`)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Ends every outstanding reset of the user (its password changed). */
+export async function deletePasswordResets(db: Db, userId: number): Promise<void> {
+  await db.deleteFrom('password_resets').where('user_id', '=', userId).execute();
 }

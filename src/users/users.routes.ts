@@ -11,6 +11,7 @@ import { routeDefaults } from '../http/route-defaults.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import { PasswordChangeSchema, UserListQuerySchema } from './users.schemas.js';
 import * as users from './users.service.js';
+import { passwordResetDelivery } from './password-reset-mail.js';
 
 const read = { scope: 'users:read' };
 const write = { scope: 'users:write' };
@@ -38,6 +39,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
   return async (app) => {
     // DESIGN §7: user data is personal; no cache may keep it.
     routeDefaults(app, { problemForm: v.problemForm, cacheControl: 'no-store', version: v.version });
+    const resetDelivery = passwordResetDelivery(app.config.passwordReset, app.mailer);
 
     app.get('/', {
       config: read,
@@ -149,12 +151,15 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
       config: write,
       schema: {
         tags,
-        summary: 'Request a password reset (the token is delivered out of band)',
+        summary: 'Request a password reset',
+        description:
+          'Mails the user a single-use link to choose a new password (completed with ' +
+          '`POST /api/public/password-resets/completion`). A new request ends the earlier links.',
         params: IdParamSchema,
         response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) => {
-        await users.requestPasswordReset(request.db, request.principal, request.params.id);
+        await users.requestPasswordReset(request.db, request.principal, request.params.id, resetDelivery);
         return reply.code(202).send(undefined);
       },
     });

@@ -53,6 +53,15 @@ export const PasswordChangeSchema = Type.Object(
 );
 export type PasswordChange = Static<typeof PasswordChangeSchema>;
 
+export const PasswordResetCompletionSchema = Type.Object(
+  {
+    token: NotBlank({ maxLength: 512, writeOnly: true, description: 'The token of the reset link' }),
+    newPassword: Password(),
+  },
+  { title: 'PasswordResetCompletionRequest' },
+);
+export type PasswordResetCompletion = Static<typeof PasswordResetCompletionSchema>;
+
 export const USER_SORT_FIELDS = ['id', 'name', 'email', 'createdAt'] as const;
 export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 

@@ -1,12 +1,12 @@
 // The users use cases (spec 4.1, DESIGN §3). No HTTP, no SQL: rules, hashing and mapping.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
 import { edgesOf, pageWindow, parseSort, type PageOf, type Seek } from '../page.js';
-import { BusinessRuleViolation, EntityNotFound, Forbidden, PreconditionFailed } from '../errors.js';
+import { BusinessRuleViolation, EntityNotFound, Forbidden, InvalidField, PreconditionFailed } from '../errors.js';
 import { matchesVersion, type IfMatch } from '../preconditions.js';
 import fastJson from 'fast-json-stringify';
-import { transact } from '../db/transact.js';
+import { afterCommit, transact } from '../db/transact.js';
 import { idOnly, recordEvent } from '../events/index.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import * as repo from './users.repository.js';
@@ -15,8 +15,6 @@ import { USER_SORT_FIELDS, UserV1Schema, type PasswordChange } from './users.sch
 
 /** An event's data (DESIGN §12): the v1 representation, through the v1 response schema. */
 const userV1Json = fastJson(UserV1Schema);
-
-const RESET_TOKEN_TTL_MS = 60 * 60 * 1000;
 
 export interface Address {
   street: string;
@@ -202,14 +200,70 @@ export async function changePassword(db: Db, caller: Principal, id: number, inpu
   });
 }
 
+/** How a reset's link reaches its user: after the reset commits (users/password-reset-mail.ts). */
+export interface PasswordResetDelivery {
+  readonly ttlMinutes: number;
+  /** Called once the reset has committed; must not throw or wait. */
+  send(to: { name: string; email: string }, token: string): void;
+}
+
+/** A reset token's stored form: its SHA-256 (the token is 256 random bits; no salt needed). */
+function hashResetToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
 /**
- * Records a reset request: a random token whose SHA-256 is stored with an expiry. Delivering
- * the token (e-mail) is out of band (DESIGN §3); the caller learns only that it was accepted.
+ * A password reset (DESIGN §3): a single-use random token, stored hashed, that ends the user's
+ * earlier ones and goes to the user by mail once the reset has committed; sending never fails
+ * or slows the request. Another user's reset, without admin, is a user that does not exist.
  */
-export async function requestPasswordReset(db: Db, caller: Principal, id: number): Promise<void> {
+export async function requestPasswordReset(
+  db: Db,
+  caller: Principal,
+  id: number,
+  delivery: PasswordResetDelivery,
+): Promise<void> {
   assertReachable(caller, id);
-  if ((await repo.findUserById(db, id)) === undefined) throw new EntityNotFound('User', id);
   const token = randomBytes(32).toString('base64url');
-  const tokenHash = createHash('sha256').update(token).digest('hex');
-  await repo.insertPasswordReset(db, id, tokenHash, new Date(Date.now() + RESET_TOKEN_TTL_MS));
+  const expiresAt = new Date(Date.now() + delivery.ttlMinutes * 60_000);
+  await transact(db, async (trx) => {
+    const user = await repo.replacePasswordReset(trx, id, hashResetToken(token), expiresAt);
+    if (user === undefined) throw new EntityNotFound('User', id);
+    afterCommit(trx, () => delivery.send(user, token));
+  });
+}
+
+const INVALID_RESET_TOKEN = 'must be a valid, unexpired reset token';
+
+/**
+ * Completes a reset: the token's user gets the new password, every outstanding reset of that
+ * user ends, and `user.password_changed` is recorded. An unknown, used or expired token is a
+ * 400 naming `token` and changes nothing. The token is looked up by its hash before the new
+ * password is hashed, so that a guessed token costs no argon2 work.
+ */
+export async function completePasswordReset(db: Db, input: { token: string; newPassword: string }): Promise<void> {
+  const tokenHash = hashResetToken(input.token);
+  if (!(await repo.passwordResetIsValid(db, tokenHash))) throw new InvalidField('token', INVALID_RESET_TOKEN);
+  const passwordHash = await hashPassword(input.newPassword);
+  await transact(db, async (trx) => {
+    const reset = await repo.takePasswordReset(trx, tokenHash);
+    // Compared again in constant time: whatever the index did, no timing tells how near a guess was.
+    if (reset === undefined || !sameHash(reset.tokenHash, tokenHash))
+      throw new InvalidField('token', INVALID_RESET_TOKEN);
+    const updated = await repo.updateUser(trx, reset.userId, { password_hash: passwordHash });
+    if (updated === undefined) throw new InvalidField('token', INVALID_RESET_TOKEN);
+    await repo.deletePasswordResets(trx, reset.userId);
+    await recordEvent(trx, {
+      type: 'user.password_changed',
+      subject: `users/${reset.userId}`,
+      data: idOnly(reset.userId),
+      owner: reset.userId,
+    });
+  });
+}
+
+function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
 }

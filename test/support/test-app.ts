@@ -9,7 +9,7 @@ import { afterAll, expect } from 'vitest';
 import { buildApp, type BuildAppOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
+import { prepareDatabase } from '../../src/db/migrate.js';
 import { openapiConformance, violations } from './openapi-conformance.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
@@ -24,10 +24,40 @@ export interface TestApp {
   logs: Record<string, unknown>[];
 }
 
+/**
+ * PostgreSQL as the tests reach it: TEST_DATABASE_URL, and behind a pooler in transaction mode
+ * (TEST_DATABASE_POOLER=transaction, as .ci/run's PgBouncer pass sets it) the direct connection
+ * TEST_DATABASE_DIRECT_URL for what needs a session (creating databases, session locks).
+ */
+export const testPostgres = {
+  url: process.env.TEST_DATABASE_URL || undefined,
+  directUrl: process.env.TEST_DATABASE_DIRECT_URL || process.env.TEST_DATABASE_URL || undefined,
+  pooler: process.env.TEST_DATABASE_POOLER === 'transaction' ? ('transaction' as const) : ('none' as const),
+};
+
+/** `url` with its database name replaced by `database`. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** The variables that point a service process at `database` on the test PostgreSQL. */
+export function databaseEnv(database: string): Record<string, string> {
+  if (testPostgres.url === undefined || testPostgres.directUrl === undefined) return {};
+  return {
+    DATABASE_URL: withDatabase(testPostgres.url, database),
+    DATABASE_DIRECT_URL: withDatabase(testPostgres.directUrl, database),
+    DATABASE_POOLER: testPostgres.pooler,
+  };
+}
+
 export function testConfig(env: Record<string, string | undefined> = {}): Config {
   return loadConfig({
     NODE_ENV: 'test',
-    DATABASE_URL: engine === 'postgres' ? process.env.TEST_DATABASE_URL : 'memory://',
+    DATABASE_URL: engine === 'postgres' ? testPostgres.url : 'memory://',
+    DATABASE_DIRECT_URL: engine === 'postgres' ? testPostgres.directUrl : undefined,
+    DATABASE_POOLER: engine === 'postgres' ? testPostgres.pooler : undefined,
     JWT_SECRET: TEST_JWT_SECRET,
     // A test file makes more requests a minute than a quota allows; the rate-limit tests turn
     // quotas on with their own values.
@@ -42,12 +72,22 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
 
 export async function buildTestApp(
   env: Record<string, string | undefined> = {},
-  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream'> = {},
+  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream' | 'mail'> = {},
 ): Promise<TestApp> {
-  const config = testConfig(env);
-  const schema = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;
+  let config = testConfig(env);
+  // A file's own schema; behind a transaction pooler, which cannot carry a search_path, its own
+  // database instead.
+  const isolated = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;
+  const database = isolated !== undefined && testPostgres.pooler === 'transaction' ? isolated : undefined;
+  const schema = database === undefined ? isolated : undefined;
+  if (database !== undefined) {
+    const admin = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${database}`);
+    await admin.end();
+    config = testConfig({ ...databaseEnv(database), ...env });
+  }
   const { db } = await createDatabase(config.database, schema ? { schema } : {});
-  await migrateToLatest(db, schema);
+  await prepareDatabase(config.database, db, schema ? { schema } : {});
 
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -74,6 +114,11 @@ export async function buildTestApp(
     if (schema && config.database.kind === 'postgres') {
       const sql = postgres(config.database.url, { max: 1, onnotice: () => {} });
       await sql.unsafe(`drop schema if exists ${schema} cascade`);
+      await sql.end();
+    }
+    if (database !== undefined) {
+      const sql = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
+      await sql.unsafe(`drop database if exists ${database} with (force)`);
       await sql.end();
     }
   });

@@ -64,6 +64,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/public/password-resets/completion": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete a password reset
+         * @description Sets the new password of the user whose reset link carried `token`, and ends every outstanding reset of that user. An unknown, used or expired token is a 400 naming `token`.
+         */
+        post: operations["postPasswordResetsCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/products": {
         parameters: {
             query?: never;
@@ -226,8 +246,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Request a password reset (the token is delivered out of band)
-         * @description Request a password reset (the token is delivered out of band)
+         * Request a password reset
+         * @description Mails the user a single-use link to choose a new password (completed with `POST /api/public/password-resets/completion`). A new request ends the earlier links.
          */
         post: operations["postV1UsersByIdPasswordResets"];
         delete?: never;
@@ -606,8 +626,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Request a password reset (the token is delivered out of band)
-         * @description Request a password reset (the token is delivered out of band)
+         * Request a password reset
+         * @description Mails the user a single-use link to choose a new password (completed with `POST /api/public/password-resets/completion`). A new request ends the earlier links.
          */
         post: operations["postV2UsersByIdPasswordResets"];
         delete?: never;
@@ -854,8 +874,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Request a password reset (the token is delivered out of band) (version from X-API-Version or Accept)
-         * @description Request a password reset (the token is delivered out of band) The version is chosen by the X-API-Version header (1 or 2) or by Accept: application/vnd.resource-api.v1+json or application/vnd.resource-api.v2+json; v1 when neither is sent. The answer varies with both (Vary: Accept, X-API-Version).
+         * Request a password reset (version from X-API-Version or Accept)
+         * @description Mails the user a single-use link to choose a new password (completed with `POST /api/public/password-resets/completion`). A new request ends the earlier links. The version is chosen by the X-API-Version header (1 or 2) or by Accept: application/vnd.resource-api.v1+json or application/vnd.resource-api.v2+json; v1 when neither is sent. The answer varies with both (Vary: Accept, X-API-Version).
          */
         post: operations["postUsersByIdPasswordResets"];
         delete?: never;
@@ -1275,6 +1295,12 @@ export interface components {
             requestId?: string;
         } & {
             [key: string]: unknown;
+        };
+        /** PasswordResetCompletionRequest */
+        PasswordResetCompletionRequest: {
+            /** @description The token of the reset link */
+            token: string;
+            newPassword: string;
         };
         /** Product */
         Product: {
@@ -1932,6 +1958,43 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description Content Too Large: the body is over 1 MiB */
+        Problem413: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Unsupported Media Type: the body is not JSON */
+        Problem415: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Unprocessable Content: the Idempotency-Key was already used for a different request */
+        Problem422: {
+            headers: {
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Unauthorized: no valid Bearer token */
         Problem401: {
             headers: {
@@ -1971,43 +2034,6 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Content Too Large: the body is over 1 MiB */
-        Problem413: {
-            headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description Unsupported Media Type: the body is not JSON */
-        Problem415: {
-            headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description Unprocessable Content: the Idempotency-Key was already used for a different request */
-        Problem422: {
-            headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
         /** @description Precondition Failed: If-Match names a version the resource is no longer at */
         Problem412: {
             headers: {
@@ -2032,12 +2058,12 @@ export interface components {
         RateLimit: string;
         /** @description The quota: requests (q) per window of w seconds, e.g. `"default";q=600;w=60` */
         "RateLimit-Policy": string;
+        /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key */
+        "Idempotent-Replayed": "true";
         /** @description The number of elements in the whole list under the filters (exact), as totalElements */
         "X-Total-Count": number;
         /** @description RFC 8288 links to the first, prev, next and last pages (prev and next where they exist), keeping size, sort and filters */
         Link: string;
-        /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key */
-        "Idempotent-Replayed": "true";
         /** @description The resource’s version, e.g. `"3"` */
         ETag: string;
     };
@@ -2184,6 +2210,61 @@ export interface operations {
             400: components["responses"]["Problem400"];
             404: components["responses"]["Problem404"];
             406: components["responses"]["Problem406"];
+            429: components["responses"]["Problem429"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    postPasswordResetsCompletion: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): a retry with the same key and body gets the first answer again, with `Idempotent-Replayed: true`, for IDEMPOTENCY_TTL_HOURS (24). A string (`"…"`) or a bare token of 1–255 visible ASCII characters without `"` or `\`; keys are per caller.
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordResetCompletionRequest"];
+            };
+        };
+        responses: {
+            /** @description No content */
+            204: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Problem400"];
+            406: components["responses"]["Problem406"];
+            /** @description Conflict: a request with the same Idempotency-Key is still in progress (retry after Retry-After) */
+            409: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    /** @description Seconds to wait when the key is in use */
+                    "Retry-After"?: number;
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["Problem413"];
+            415: components["responses"]["Problem415"];
+            422: components["responses"]["Problem422"];
             429: components["responses"]["Problem429"];
             500: components["responses"]["Problem500"];
             503: components["responses"]["Problem503"];
