@@ -9,6 +9,8 @@ import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
 import cors from './http/cors.js';
 import idempotency from './http/idempotency.js';
+import readReplicas from './http/read-replicas.js';
+import type { ReplicaSet } from './db/replicas.js';
 import eventRetention from './events/retention.js';
 import { eventHub, type EventStreamOptions } from './events/events.routes.js';
 import webhookDispatcher from './webhooks/dispatcher.js';
@@ -58,6 +60,8 @@ export interface BuildAppOptions {
   resolveHost?: ResolveHost;
   /** The event stream's poll and heartbeat periods (tests shorten them). */
   eventStream?: EventStreamOptions;
+  /** Read replicas (DATABASE_REPLICA_URLS): GETs read there, with read-your-writes. */
+  replicas?: ReplicaSet | undefined;
   /** The mailer's retry waits and time-out (tests shorten them). */
   mail?: Pick<MailerOptions, 'retryDelaysMs' | 'timeoutMs'>;
 }
@@ -74,6 +78,7 @@ export async function buildApp({
   resolveHost = resolveWithDns,
   eventStream = {},
   mail = {},
+  replicas,
 }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -123,6 +128,7 @@ export async function buildApp({
   await app.register(contentNegotiation);
   await app.register(openapi);
   await app.register(idempotency);
+  if (replicas !== undefined) await app.register(readReplicas, { replicas });
   await app.register(eventRetention);
   await app.register(webhookDispatcher);
   await app.register(eventHub, eventStream);

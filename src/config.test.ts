@@ -42,6 +42,8 @@ describe('loadConfig', () => {
       idleTransactionTimeoutMs: 30_000,
       pooler: 'none',
       directUrl: 'postgresql://u@h/db',
+      replicaUrls: [],
+      replicaMaxLagMs: 5000,
     });
     expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({
       poolSize: 8,

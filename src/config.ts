@@ -103,6 +103,13 @@ export const EnvSchema = Type.Object({
   DATABASE_DIRECT_URL: Type.Optional(
     Type.String({ pattern: '^postgres(ql)?://.+', description: 'a postgres:// or postgresql:// URL' }),
   ),
+  DATABASE_REPLICA_URLS: Type.Optional(
+    Type.String({
+      pattern: '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
+      description: 'a comma-separated list of postgres:// or postgresql:// URLs',
+    }),
+  ),
+  REPLICA_MAX_LAG_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, description: 'milliseconds, from 0 to 3600000' }),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://.+', description: 'an smtp:// or smtps:// URL' })),
   SMTP_FROM: Text('a sender such as "Shop <no-reply@example.com>"'),
   PASSWORD_RESET_URL: Type.String({
@@ -132,6 +139,10 @@ export interface Config {
         readonly pooler: 'none' | 'transaction';
         /** A direct connection to the primary for what needs a session (LISTEN, migrations). */
         readonly directUrl: string;
+        /** Read replicas: GETs read there, once a replica has what their caller wrote. */
+        readonly replicaUrls: readonly string[];
+        /** A replica further behind than this is skipped. */
+        readonly replicaMaxLagMs: number;
       }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
@@ -248,6 +259,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: merged.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS ?? '30000',
     DATABASE_POOLER: merged.DATABASE_POOLER ?? 'none',
     DATABASE_DIRECT_URL: merged.DATABASE_DIRECT_URL,
+    DATABASE_REPLICA_URLS: merged.DATABASE_REPLICA_URLS,
+    REPLICA_MAX_LAG_MS: merged.REPLICA_MAX_LAG_MS ?? '5000',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
     PASSWORD_RESET_URL: merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/reset-password?token={token}`,
@@ -314,6 +327,11 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
             idleTransactionTimeoutMs: e.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS,
             pooler: e.DATABASE_POOLER,
             directUrl: e.DATABASE_DIRECT_URL ?? databaseUrl,
+            replicaUrls: (e.DATABASE_REPLICA_URLS ?? '')
+              .split(',')
+              .map((u) => u.trim())
+              .filter((u) => u !== ''),
+            replicaMaxLagMs: e.REPLICA_MAX_LAG_MS,
           }
         : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
     dataDir: e.DATA_DIR,
@@ -390,7 +408,8 @@ function fail(name: string, schema: TSchema | undefined, value: unknown): never 
     (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') ||
     name === 'REDIS_URL' ||
     name === 'SMTP_URL' ||
-    name === 'DATABASE_DIRECT_URL'
+    name === 'DATABASE_DIRECT_URL' ||
+    name === 'DATABASE_REPLICA_URLS'
       ? '(hidden)'
       : JSON.stringify(value);
   throw new ConfigError(`Invalid configuration: ${name} must be ${rule} (got ${shown})`);

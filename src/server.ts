@@ -8,7 +8,8 @@ import { withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
-import { migrateToLatest } from './db/migrate.js';
+import { prepareDatabase } from './db/migrate.js';
+import { createReplicaSet } from './db/replicas.js';
 import { warmUp } from './db/prepared.js';
 import { startMetricsServer } from './http/metrics.js';
 import { logDestination } from './log-destination.js';
@@ -53,10 +54,14 @@ async function main(): Promise<void> {
     );
   }
 
-  const { db, engine } = await createDatabase(config.database);
-  const applied = await migrateToLatest(db);
+  const { db, engine, pool } = await createDatabase(config.database);
+  const applied = await prepareDatabase(config.database, db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
-  const app = await buildApp({ config, db, logger });
+  const replicas = createReplicaSet(config.database, db, pool, {
+    onDown: (replica, error) =>
+      logger.warn({ replica: replica.name, err: error }, 'read replica unavailable: its reads go to the primary'),
+  });
+  const app = await buildApp({ config, db, logger, replicas });
   // Every connection opened and its hot statements run, before the port opens (prepared.ts).
   const warmUpStarted = performance.now();
   await warmUp(db);

@@ -187,7 +187,7 @@ describe('a server failure carries CORS headers too', async () => {
       headers: { origin: 'https://app.example.com', authorization: ADMIN },
     });
 
-    expect(answer.statusCode).toBeGreaterThanOrEqual(500);
+    expect(answer.statusCode, answer.body).toBeGreaterThanOrEqual(500);
     expect(answer.headers['access-control-allow-origin']).toBe('https://app.example.com');
     expect(answer.headers['access-control-allow-credentials']).toBe('true');
   });

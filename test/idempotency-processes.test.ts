@@ -9,11 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aProductRequest, aUserRequest } from './support/factories.js';
 import { runServer, type ServerProcess } from './support/process.js';
 import { roundRobinProxy } from './support/round-robin-proxy.js';
-import { engine } from './support/test-app.js';
+import { databaseEnv, engine, testPostgres } from './support/test-app.js';
 import { ADMIN, bearer } from './support/tokens.js';
 
 // .ci/run's Node 24 pass sets TEST_DATABASE_URL to the empty string: no PostgreSQL.
-const baseUrl = process.env.TEST_DATABASE_URL || undefined;
+// The test's own clients connect directly; the service through the pooler, when one is in front.
+const baseUrl = testPostgres.directUrl;
 
 interface Answer {
   status: number;
@@ -54,7 +55,7 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('Idempotency-Key 
   let customer: { id: number; auth: string };
 
   const start = async () => {
-    const server = await runServer({ DATABASE_URL: databaseUrl, RATE_LIMIT_PER_MINUTE: '0' }).ready;
+    const server = await runServer({ ...databaseEnv(database), RATE_LIMIT_PER_MINUTE: '0' }).ready;
     servers.push(server);
     return server;
   };

@@ -18,7 +18,7 @@ import {
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
 
-const { app } = await buildTestApp();
+const { app, config } = await buildTestApp();
 const api = asAdmin(app);
 
 const newKey = () => `"${randomUUID()}"`;
@@ -428,7 +428,11 @@ describe('concurrent requests with one key', () => {
 describe.runIf(engine === 'postgres')('a retry while the first request still runs (PostgreSQL)', () => {
   it('is 409 with Retry-After: 1 and runs nothing; after the first ends it runs', async () => {
     // Another session holds the key's lock, as the first request's transaction does.
-    const client = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
+    // A session of its own, never through a pooler: a session lock outlives a pooled transaction.
+    const client = postgres(config.database.kind === 'postgres' ? config.database.directUrl : '', {
+      max: 1,
+      onnotice: () => {},
+    });
     const key = randomUUID();
     const subject = '999999999'; // the ADMIN token's sub
     const payload = aProductRequest();

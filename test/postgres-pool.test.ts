@@ -11,9 +11,10 @@
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { Fifo, PostgresPool } from '../src/db/postgres-pool.js';
-import { engine } from './support/test-app.js';
+import { engine, testPostgres } from './support/test-app.js';
 
-const url = process.env.TEST_DATABASE_URL;
+// The pool itself, on a direct connection (its named prepared statements need one).
+const url = testPostgres.directUrl;
 const BATCHES = 6;
 const PER_BATCH = 3000;
 const CONCURRENCY = 64;

@@ -9,11 +9,12 @@ import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { aUserRequest } from './support/factories.js';
 import { runServer, type ServerProcess } from './support/process.js';
-import { engine } from './support/test-app.js';
+import { databaseEnv, engine, testPostgres } from './support/test-app.js';
 import { ADMIN } from './support/tokens.js';
 
 // .ci/run's Node 24 pass sets TEST_DATABASE_URL to the empty string: no PostgreSQL.
-const baseUrl = process.env.TEST_DATABASE_URL || undefined;
+// The test's own clients connect directly; the service through the pooler, when one is in front.
+const baseUrl = testPostgres.directUrl;
 
 describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery across processes', () => {
   const database = `ra_hooks_${randomBytes(4).toString('hex')}`;
@@ -43,7 +44,7 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
 
   const start = async (env: Record<string, string> = {}) => {
     const server = await runServer({
-      DATABASE_URL: databaseUrl,
+      ...databaseEnv(database),
       RATE_LIMIT_PER_MINUTE: '0',
       WEBHOOK_DISPATCHER: 'true',
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',

@@ -1,3 +1,4 @@
+import { DatabaseUnavailable } from '../errors.js';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
 import type { ProductsTable, StockTable } from '../products/products.table.js';
@@ -25,6 +26,19 @@ export interface Database {
 export type Db = Kysely<Database> | Transaction<Database>;
 
 /** One round trip to the database (readiness, DESIGN §8); throws when it cannot be reached. */
-export async function pingDatabase(db: Db): Promise<void> {
-  await sql`select 1`.execute(db);
+/**
+ * Asks the database for `select 1`. A database that does not answer within `withinMs` (no
+ * primary during a failover: the driver waits for one) is unavailable now: a load balancer's
+ * probe gets its 503 at once instead of hanging.
+ */
+export async function pingDatabase(db: Db, withinMs = 2000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseUnavailable()), withinMs);
+  });
+  try {
+    await Promise.race([sql`select 1`.execute(db), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

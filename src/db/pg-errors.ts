@@ -14,7 +14,8 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
 }
 
 // Class 08 (connection exception), 57P01-3 (shutdown, cannot connect now), 53300 (too many
-// connections) and the socket-level codes postgres.js reports when the server is gone.
+// connections), 25006 (read-only: not the primary) and the socket-level codes postgres.js
+// reports when the server is gone.
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -31,6 +32,8 @@ const CONNECTION_CODES = new Set([
   '57P02',
   '57P03',
   '53300',
+  // A write reached a server that accepts none: a standby, or a primary being demoted (failover).
+  '25006',
 ]);
 
 export function isConnectionError(error: unknown): boolean {

@@ -16,16 +16,42 @@ import type { DirectRun, EveryConnectionRun } from './prepared.js';
 import { DatabaseUnavailable } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
 
-export function postgresJsDialect(pool: PostgresPool): {
+export interface PostgresJsDialectOptions {
+  /**
+   * Statements sent in the same simple query as each BEGIN: behind a pooler in transaction
+   * mode, the session's time-outs as `set local` (a startup parameter or a session SET would be
+   * refused, or leak to the next client of the server connection).
+   */
+  afterBegin?: string;
+  /**
+   * A read replica's primary: a statement the replica cannot answer runs there instead
+   * (fallsBack), and a transaction the replica cannot begin begins there.
+   */
+  fallback?: PostgresPool;
+}
+
+/**
+ * What a replica may fail with that the primary would not: it is down or gone (a connection
+ * error), it accepts no writes (25006, among the connection errors), or it cancelled a read for
+ * a conflict with recovery (40001).
+ */
+function fallsBack(error: unknown): boolean {
+  return isConnectionError(error) || (error as { code?: unknown } | null)?.code === '40001';
+}
+
+export function postgresJsDialect(
+  pool: PostgresPool,
+  options: PostgresJsDialectOptions = {},
+): {
   dialect: Dialect;
   run: DirectRun;
   everyConnection: EveryConnectionRun;
 } {
   return {
-    dialect: postgresDialect(() => new PostgresJsDriver(pool)),
+    dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
-    run: (sql, parameters, options) =>
-      pool.query(sql, parameters, options).then(
+    run: (sql, parameters, runOptions) =>
+      queryWithFallback(pool, options.fallback, sql, parameters, runOptions).then(
         (rows) => ({ rows }),
         (error: unknown) => {
           throw translate(error);
@@ -43,16 +69,35 @@ export function postgresJsDialect(pool: PostgresPool): {
 
 const MUTATIONS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
+function queryWithFallback(
+  pool: PostgresPool,
+  fallback: PostgresPool | undefined,
+  text: string,
+  parameters: readonly unknown[],
+  options?: { spread?: boolean },
+) {
+  const sent = pool.query(text, parameters, options);
+  if (fallback === undefined) return sent;
+  return sent.catch((error: unknown) => {
+    if (!fallsBack(error)) throw error;
+    return fallback.query(text, parameters, options);
+  });
+}
+
 class PostgresJsConnection implements DatabaseConnection {
   #reserved: Reservation | undefined;
 
-  constructor(private readonly pool: PostgresPool) {}
+  constructor(
+    private pool: PostgresPool,
+    private readonly afterBegin: string | undefined,
+    private readonly fallback: PostgresPool | undefined,
+  ) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     try {
       const result =
         this.#reserved === undefined
-          ? await this.pool.query(query.sql, query.parameters)
+          ? await queryWithFallback(this.pool, this.fallback, query.sql, query.parameters)
           : await this.#onReserved(query.sql, query.parameters);
       return MUTATIONS.has(result.command)
         ? { rows: [...result] as R[], numAffectedRows: BigInt(result.count) }
@@ -64,7 +109,9 @@ class PostgresJsConnection implements DatabaseConnection {
 
   async *streamQuery<R>(query: CompiledQuery, chunkSize = 100): AsyncIterableIterator<QueryResult<R>> {
     const target = this.#reserved?.sql ?? this.pool.anyClient();
-    const cursor = target.unsafe(query.sql, query.parameters as never[], { prepare: true }).cursor(chunkSize);
+    const cursor = target
+      .unsafe(query.sql, query.parameters as never[], { prepare: this.pool.prepare })
+      .cursor(chunkSize);
     for await (const rows of cursor) yield { rows: rows as R[] };
   }
 
@@ -76,11 +123,17 @@ class PostgresJsConnection implements DatabaseConnection {
     }
     const statement = beginStatement(settings);
     try {
-      await this.#onReserved(statement, []);
+      if (this.afterBegin === undefined) await this.#onReserved(statement, []);
+      else await this.#onReserved(`${statement}; ${this.afterBegin}`, [], true);
     } catch (error) {
       this.#release();
       // A BEGIN lost with a stale connection changed nothing: once more, on a fresh one.
       if (!retried && canRetry(statement, error)) return this.begin(settings, true);
+      // A replica that cannot begin: the transaction runs on its primary.
+      if (this.fallback !== undefined && this.pool !== this.fallback && fallsBack(error)) {
+        this.pool = this.fallback;
+        return this.begin(settings, retried);
+      }
       throw translate(error);
     }
   }
@@ -98,12 +151,17 @@ class PostgresJsConnection implements DatabaseConnection {
     }
   }
 
-  /** A statement on the reserved connection, failing at once if that connection was lost. */
-  #onReserved(text: string, parameters: readonly unknown[]) {
+  /**
+   * A statement on the reserved connection, failing at once if that connection was lost.
+   * `simple`: several statements without parameters, in one simple query.
+   */
+  #onReserved(text: string, parameters: readonly unknown[], simple = false) {
     const reserved = this.#reserved;
     if (reserved === undefined) return Promise.reject(new Error('No transaction is open on this connection'));
     if (reserved.isLost()) return Promise.reject(connectionLost());
-    return Promise.race([reserved.sql.unsafe(text, parameters as never[], { prepare: true }), reserved.lost]);
+    this.pool.statements++;
+    const query = reserved.sql.unsafe(text, parameters as never[], { prepare: this.pool.prepare });
+    return Promise.race([simple ? query.simple() : query, reserved.lost]);
   }
 
   #release(): void {
@@ -119,10 +177,14 @@ function own(connection: DatabaseConnection): PostgresJsConnection {
 }
 
 class PostgresJsDriver implements Driver {
-  constructor(private readonly pool: PostgresPool) {}
+  constructor(
+    private readonly pool: PostgresPool,
+    private readonly afterBegin: string | undefined,
+    private readonly fallback: PostgresPool | undefined,
+  ) {}
   async init(): Promise<void> {}
   async acquireConnection(): Promise<DatabaseConnection> {
-    return new PostgresJsConnection(this.pool);
+    return new PostgresJsConnection(this.pool, this.afterBegin, this.fallback);
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     await own(connection).begin(settings);

@@ -73,6 +73,13 @@ export class PostgresPool {
   readonly #waiting = new Fifo<(client: PoolClient) => void>();
 
   readonly #pipelineDepth: number;
+  /**
+   * Named prepared statements (false behind a pooler in transaction mode, which cannot keep
+   * them: postgres.js then sends each statement unnamed, described first).
+   */
+  readonly prepare: boolean;
+  /** Statements sent so far (the db_queries_total metric reads it). */
+  statements = 0;
 
   /** `pipelineDepth`: plain queries in flight on one connection before the next one is used. */
   constructor(
@@ -83,6 +90,7 @@ export class PostgresPool {
   ) {
     if (!(size >= 1)) throw new RangeError(`pool size must be at least 1, not ${size}`);
     this.#pipelineDepth = pipelineDepth;
+    this.prepare = options.prepare !== false;
     this.clients = Array.from({ length: size }, () => {
       const client: PoolClient = { sql: undefined as unknown as Sql, inflight: 0, reserved: false };
       (client as { sql: Sql }).sql = postgres(url, {
@@ -124,7 +132,8 @@ export class PostgresPool {
   /** One prepared statement on `client`, counted in its pipeline while in flight. */
   #send(client: PoolClient, text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
     client.inflight++;
-    const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: true });
+    this.statements++;
+    const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: this.prepare });
     return pending.then(
       (rows) => {
         client.inflight--;

@@ -86,7 +86,8 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 1 });
 
   app.get('/', {
-    config: { scope: ['orders:read', 'users:read'], produces: ['text/event-stream'] },
+    // The stream reads past what it sent: it must see every commit at once (never a replica).
+    config: { scope: ['orders:read', 'users:read'], produces: ['text/event-stream'], primaryOnly: true },
     schema: {
       tags: ['events'],
       summary: 'Stream the events the caller may read (Server-Sent Events)',

@@ -37,6 +37,8 @@ declare module 'fastify' {
      * Idempotency-Key, otherwise the database. Handlers use this, never `app.db`.
      */
     readonly db: Db;
+    /** Set by read-replicas.ts for a read that a replica may answer: where `db` then points. */
+    readDb: Db | undefined;
   }
 }
 
@@ -95,9 +97,10 @@ async function idempotency(app: FastifyInstance): Promise<void> {
   const { db } = app;
   const ttlHours = app.config.idempotencyTtlHours;
 
+  app.decorateRequest('readDb', undefined);
   app.decorateRequest('db', {
     getter(this: FastifyRequest): Db {
-      return (this as WithState)[kKeyed]?.keyed?.db ?? db;
+      return (this as WithState)[kKeyed]?.keyed?.db ?? this.readDb ?? db;
     },
   });
 

@@ -16,6 +16,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import ipaddr from 'ipaddr.js';
 import postgres from 'postgres';
+import { listsHosts } from '../db/create-database.js';
 import { Counter, Gauge } from 'prom-client';
 import { Agent } from 'undici';
 import { deliveryHandoff, toCloudEvent } from '../events/index.js';
@@ -162,7 +163,8 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       this.set((await pendingStatsOnce()).oldestSeconds);
     },
   });
-  // PostgreSQL: one connection of its own, to LISTEN (so that deliveries queued by any instance
+  // PostgreSQL: one connection of its own on DATABASE_DIRECT_URL (never through a transaction
+  // pooler, which cannot carry LISTEN), to LISTEN (so that deliveries queued by any instance
   // wake this one at once; polling stays the fallback) and to NOTIFY the others after this
   // instance queued some. The NOTIFY is sent after the write has committed and answered, at
   // most every NOTIFY_SPACING_MS, never inside the write's transaction: a NOTIFY there holds a
@@ -171,7 +173,13 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   const database = app.config.database;
   const channel =
     database.kind === 'postgres'
-      ? postgres(database.url, { max: 1, onnotice: () => {}, connection: { application_name: 'resource-api-listen' } })
+      ? postgres(database.directUrl, {
+          max: 1,
+          onnotice: () => {},
+          // LISTEN on the primary only, found again after a failover (create-database.ts, listsHosts).
+          ...(listsHosts(database.directUrl) ? { target_session_attrs: 'primary' as const } : {}),
+          connection: { application_name: 'resource-api-listen' },
+        })
       : undefined;
   // The payload names the instance, so that a dispatcher ignores its own notifications.
   const instance = randomUUID();

@@ -53,11 +53,13 @@ export function databaseEnv(database: string): Record<string, string> {
 }
 
 export function testConfig(env: Record<string, string | undefined> = {}): Config {
+  // A test that names its own database (a private cluster) gets no pooler settings of the suite's.
+  const suiteDatabase = engine === 'postgres' && env.DATABASE_URL === undefined;
   return loadConfig({
     NODE_ENV: 'test',
     DATABASE_URL: engine === 'postgres' ? testPostgres.url : 'memory://',
-    DATABASE_DIRECT_URL: engine === 'postgres' ? testPostgres.directUrl : undefined,
-    DATABASE_POOLER: engine === 'postgres' ? testPostgres.pooler : undefined,
+    DATABASE_DIRECT_URL: suiteDatabase ? testPostgres.directUrl : undefined,
+    DATABASE_POOLER: suiteDatabase ? testPostgres.pooler : undefined,
     JWT_SECRET: TEST_JWT_SECRET,
     // A test file makes more requests a minute than a quota allows; the rate-limit tests turn
     // quotas on with their own values.
@@ -78,7 +80,10 @@ export async function buildTestApp(
   // A file's own schema; behind a transaction pooler, which cannot carry a search_path, its own
   // database instead.
   const isolated = config.database.kind === 'postgres' ? `test_${randomBytes(6).toString('hex')}` : undefined;
-  const database = isolated !== undefined && testPostgres.pooler === 'transaction' ? isolated : undefined;
+  const database =
+    isolated !== undefined && env.DATABASE_URL === undefined && testPostgres.pooler === 'transaction'
+      ? isolated
+      : undefined;
   const schema = database === undefined ? isolated : undefined;
   if (database !== undefined) {
     const admin = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
