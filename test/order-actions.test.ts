@@ -138,3 +138,43 @@ describe('order lifecycle', () => {
     expect(response.json()).toMatchObject({ title: 'Order not found', orderId: 987654321 });
   });
 });
+
+describe('who may act (function-level authorization, OWASP API5)', () => {
+  const asCustomer = (auth: string, id: number, noun: string) =>
+    app.inject({
+      method: 'POST',
+      url: `/api/v1/orders/${id}/${noun}`,
+      headers: { authorization: auth },
+      ...(noun === 'cancellation' ? { payload: { reason: 'Changed my mind' } } : {}),
+    });
+
+  it('lets a customer confirm and cancel its own order, but not ship or deliver it (403)', async () => {
+    const { order, customer } = await anOrder(1, 10);
+    const confirmed = await asCustomer(customer.auth, order.id, 'confirmation');
+    expect(confirmed.statusCode, confirmed.body).toBe(200);
+
+    for (const noun of ['shipment', 'delivery']) {
+      const refused = await asCustomer(customer.auth, order.id, noun);
+      expect(refused.statusCode, refused.body).toBe(403);
+      expect(refused.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="admin"');
+      expect(refused.json()).toMatchObject({ title: 'Forbidden', status: 403 });
+    }
+    // Nothing moved: the order is still confirmed, and the merchant can ship it.
+    const read = await api({ method: 'GET', url: `/api/v1/orders/${order.id}` });
+    expect(read.json().status).toBe('CONFIRMED');
+    expect((await action(order.id, 'shipment')).json().status).toBe('SHIPPED');
+    expect((await asCustomer(customer.auth, order.id, 'delivery')).statusCode).toBe(403);
+    expect((await action(order.id, 'delivery')).json().status).toBe('DELIVERED');
+
+    const other = await anOrder(1, 10);
+    expect((await asCustomer(other.customer.auth, other.order.id, 'cancellation')).statusCode).toBe(200);
+  });
+
+  it('answers 403 for shipping any order without admin, so that it tells nothing of orders that are not the caller’s', async () => {
+    const { customer } = await anOrder(1, 10);
+    const { order: someoneElses } = await anOrder(1, 10);
+    expect((await asCustomer(customer.auth, someoneElses.id, 'shipment')).statusCode).toBe(403);
+    expect((await asCustomer(customer.auth, 999_999_999, 'shipment')).statusCode).toBe(403);
+    expect((await asCustomer(customer.auth, someoneElses.id, 'confirmation')).statusCode).toBe(404);
+  });
+});

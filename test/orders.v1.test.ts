@@ -364,9 +364,15 @@ describe('ownership (OWASP API1)', () => {
       ['PATCH', '', { note: 'mine now' }],
       ['POST', '/cancellation', { reason: 'mischief' }],
       ['POST', '/confirmation'],
-      ['POST', '/shipment'],
-      ['POST', '/delivery'],
     ];
+    // Shipping and delivering are the merchant's (403 without admin on any order, one's own
+    // included): a missing order and another customer's answer alike there too.
+    for (const path of ['/shipment', '/delivery']) {
+      const theirs = await as(intruder.auth, 'POST', `/api/v1/orders/${order.id}${path}`);
+      const missing = await as(intruder.auth, 'POST', `/api/v1/orders/987654321${path}`);
+      expect(theirs.statusCode, path).toBe(403);
+      expect(theirs.json(), path).toEqual({ ...missing.json(), instance: `/api/v1/orders/${order.id}${path}` });
+    }
 
     for (const [method, path, payload] of routes) {
       const theirs = await as(intruder.auth, method, `/api/v1/orders/${order.id}${path}`, payload);

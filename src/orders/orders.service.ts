@@ -180,6 +180,12 @@ const ACTION_EVENTS: Record<OrderAction, EventType> = {
 const orderV1Json = fastJson(OrderDetailSchema);
 
 /**
+ * Shipping and delivering are the merchant's actions (OWASP API5, function-level authorization):
+ * without admin, 403 on any order, one's own included, before the order is even looked up.
+ */
+const MERCHANT_ACTIONS: ReadonlySet<OrderAction> = new Set(['ship', 'deliver']);
+
+/**
  * Runs `action` on the locked order: the state machine decides the next status (or the 409),
  * and the stock moves as the transition says, in the same transaction. The row lock makes the
  * If-Match check and the write atomic: a second writer with the same If-Match waits, then
@@ -192,6 +198,8 @@ export async function applyAction(
   action: OrderAction,
   options: { reason?: string; ifMatch?: IfMatch | undefined } = {},
 ): Promise<VersionedOrder> {
+  if (MERCHANT_ACTIONS.has(action) && !caller.admin)
+    throw new Forbidden(`Marking an order ${action === 'ship' ? 'shipped' : 'delivered'} needs the admin scope.`, 'admin');
   return transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);
