@@ -17,6 +17,7 @@ import {
 } from './support/factories.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
+import { bearer } from './support/tokens.js';
 
 const { app, config } = await buildTestApp();
 const api = asAdmin(app);
@@ -603,5 +604,95 @@ describe('the OpenAPI document', () => {
     expect(op('/api/v2/orders/{id}', 'get').responses).toHaveProperty('304');
     expect(op('/api/v1/users/{id}', 'patch').responses).toHaveProperty('412');
     expect(headerParameters(op('/api/v1/users', 'get'))).toEqual([]);
+  });
+});
+
+describe('concurrent replays of a finished key', () => {
+  it('each get the stored answer: only a first request still running is 409', async () => {
+    const key = newKey();
+    const payload = aProductRequest();
+    const first = await keyed(key, { method: 'POST', url: '/api/products', payload });
+    expect(first.statusCode).toBe(201);
+    const replays = await Promise.all(
+      Array.from({ length: 30 }, () => keyed(key, { method: 'POST', url: '/api/products', payload })),
+    );
+    expect(replays.map((r) => r.statusCode)).toEqual(Array.from({ length: 30 }, () => 201));
+    for (const r of replays) {
+      expect(r.headers['idempotent-replayed']).toBe('true');
+      expect(r.body).toBe(first.body);
+    }
+  });
+});
+
+describe('a replay is authorised like the request it repeats', async () => {
+  // Webhook hosts answered without asking a DNS server (a public address, never dialled:
+  // no dispatcher runs in this file).
+  const { app: hooks } = await buildTestApp({}, { resolveHost: async () => ['93.184.215.14'] });
+
+  it('refuses a token without admin the stored creation of a webhook subscription, secret and all', async () => {
+    const key = newKey();
+    const sub = '424242';
+    const admin = await bearer({ sub, scope: 'admin webhooks:read webhooks:write' });
+    const payload = { url: 'https://hooks.example.com/replay', events: ['order.*'] };
+    const created = await hooks.inject({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { authorization: admin, 'idempotency-key': key },
+      payload,
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toHaveProperty('secret');
+
+    // The same caller, the same key and body, a token without admin.
+    const withoutAdmin = await bearer({ sub, scope: 'webhooks:read webhooks:write' });
+    const replay = await hooks.inject({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { authorization: withoutAdmin, 'idempotency-key': key },
+      payload,
+    });
+    expect(replay.statusCode).toBe(403);
+    expect(replay.headers['idempotent-replayed']).toBeUndefined();
+    expect(replay.body).not.toContain('whsec_');
+    // Without the scope, likewise; with both, the stored answer.
+    const withoutScope = await bearer({ sub, scope: 'admin webhooks:read' });
+    const noScope = await hooks.inject({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { authorization: withoutScope, 'idempotency-key': key },
+      payload,
+    });
+    expect(noScope.statusCode).toBe(403);
+    const again = await hooks.inject({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { authorization: admin, 'idempotency-key': key },
+      payload,
+    });
+    expect(again.statusCode).toBe(201);
+    expect(again.body).toBe(created.body);
+  });
+
+  it('refuses a token without admin the stored order it placed for another customer', async () => {
+    const product = await createProduct(app, { price: 1 }, 100);
+    const customer = await aCustomer(app);
+    const key = newKey();
+    const sub = '434343';
+    const payload = { customerId: customer.id, items: [{ productId: product.id, quantity: 1 }] };
+    const placed = await app.inject({
+      method: 'POST',
+      url: '/api/v2/orders',
+      headers: { authorization: await bearer({ sub, scope: 'admin orders:write' }), 'idempotency-key': key },
+      payload,
+    });
+    expect(placed.statusCode, placed.body).toBe(201);
+    const replay = await app.inject({
+      method: 'POST',
+      url: '/api/v2/orders',
+      headers: { authorization: await bearer({ sub, scope: 'orders:write' }), 'idempotency-key': key },
+      payload,
+    });
+    expect(replay.statusCode).toBe(403);
+    expect(replay.headers['idempotent-replayed']).toBeUndefined();
   });
 });

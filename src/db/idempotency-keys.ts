@@ -1,8 +1,9 @@
 // The stored outcomes of requests sent with an Idempotency-Key (DESIGN §10), and the request
 // transaction they commit in. http/idempotency.ts decides when; this file holds the SQL.
 //
-// A keyed request runs in one transaction: BEGIN, take the key's advisory lock (a retry that
-// finds it taken is still racing the first), read a live stored outcome, SAVEPOINT; then the
+// A keyed request runs in one transaction: BEGIN, read a live stored outcome (replayed, locked
+// or not) and take the key's advisory lock (a request that finds it taken and nothing stored is
+// still racing the first), SAVEPOINT; then the
 // handler's writes; then the outcome is inserted and everything commits together. A 409 or
 // 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
 import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
@@ -57,7 +58,8 @@ export async function beginKeyed(
   opened(trx, db);
   const keyed: KeyedTransaction = { db: trx, subject, key, trx };
   try {
-    // The lock and the read in one round trip; the read runs only when the lock was taken.
+    // The lock and the read in one round trip. A live stored outcome is replayed whoever holds
+    // the lock (another replay, most likely): only a first request still running is 'busy'.
     const { rows } = await sql<{
       locked: boolean;
       fingerprint: string | null;
@@ -68,13 +70,9 @@ export async function beginKeyed(
       select l.locked, k.fingerprint, k.status, k.headers, k.body
         from (select pg_try_advisory_xact_lock(hashtextextended(${subject} || ' ' || ${key}, 0)) as locked) l
         left join idempotency_keys k
-          on l.locked and k.subject = ${subject} and k.key = ${key} and k.expires_at > now()`.execute(trx);
+          on k.subject = ${subject} and k.key = ${key} and k.expires_at > now()`.execute(trx);
     const row = rows[0];
-    if (row?.locked !== true) {
-      await trx.rollback().execute();
-      return { keyed, state: { kind: 'busy' } };
-    }
-    if (row.fingerprint !== null) {
+    if (row !== undefined && row.fingerprint !== null) {
       const outcome: StoredOutcome = {
         fingerprint: row.fingerprint,
         status: Number(row.status),
@@ -82,6 +80,10 @@ export async function beginKeyed(
         body: row.body,
       };
       return { keyed, state: { kind: 'stored', outcome } };
+    }
+    if (row?.locked !== true) {
+      await trx.rollback().execute();
+      return { keyed, state: { kind: 'busy' } };
     }
     await sql`savepoint ${SAVEPOINT}`.execute(trx);
     return { keyed, state: { kind: 'new' } };

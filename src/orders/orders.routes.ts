@@ -18,6 +18,12 @@ import * as orders from './orders.service.js';
 export const read = { scope: 'orders:read' };
 export const write = { scope: 'orders:write' };
 
+/** The merchant's actions, refused without admin before anything runs (orders.service.ts). */
+const MERCHANT_ONLY: Partial<Record<OrderAction, string>> = {
+  ship: 'Marking an order shipped needs the admin scope.',
+  deliver: 'Marking an order delivered needs the admin scope.',
+};
+
 /** Registers list, read, change, delete, the action sub-resources and items under `tags`. */
 export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -111,7 +117,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
     ];
     for (const [noun, action, summary] of actions) {
       app.post(`/:id/${noun}`, {
-        config: write,
+        config: MERCHANT_ONLY[action] === undefined ? write : { ...write, admin: MERCHANT_ONLY[action] },
         schema: {
           tags,
           summary,

@@ -87,6 +87,12 @@ export interface PlaceOrder {
   items: readonly { productId: number; quantity: number }[];
 }
 
+/** Placing an order for another customer than the caller needs admin (DESIGN §2). */
+export function assertMayOrderFor(caller: Principal, customerId: number | undefined): void {
+  if (customerId !== undefined && customerId !== caller.userId && !caller.admin)
+    throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
+}
+
 /**
  * Places an order: checks the customer, reserves every line's stock, inserts the order and its
  * items and records `order.created`, all in one statement, so an order exists exactly when its
@@ -98,8 +104,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
     throw new BusinessRuleViolation('The caller is not a customer: the token subject must be a user id.', {
       customerId: caller.subject,
     });
-  if (customerId !== caller.userId && !caller.admin)
-    throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
+  assertMayOrderFor(caller, customerId);
 
   // One line per product, locked in product order so that concurrent orders cannot deadlock.
   const quantities = new Map<number, number>();
@@ -199,7 +204,10 @@ export async function applyAction(
   options: { reason?: string; ifMatch?: IfMatch | undefined } = {},
 ): Promise<VersionedOrder> {
   if (MERCHANT_ACTIONS.has(action) && !caller.admin)
-    throw new Forbidden(`Marking an order ${action === 'ship' ? 'shipped' : 'delivered'} needs the admin scope.`, 'admin');
+    throw new Forbidden(
+      `Marking an order ${action === 'ship' ? 'shipped' : 'delivered'} needs the admin scope.`,
+      'admin',
+    );
   return transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);

@@ -23,6 +23,8 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
       body: CreateOrderV2Schema,
       response: { 201: OrderDetailSchema, ...problemResponses(400, 401, 403, 415, 422) },
     },
+    // Before an Idempotency-Key's replay: a token that could not place this order gets its 403.
+    preHandler: async (request) => orders.assertMayOrderFor(request.principal, request.body.customerId),
     handler: async (request, reply) => {
       const { customerId, items } = request.body;
       const order = await orders.placeOrder(request.db, request.principal, {

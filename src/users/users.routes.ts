@@ -73,7 +73,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
     });
 
     app.post('/', {
-      config: write,
+      config: { ...write, admin: 'Creating a user needs the admin scope.' },
       schema: {
         tags,
         summary: 'Create a user',

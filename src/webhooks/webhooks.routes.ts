@@ -19,8 +19,10 @@ import {
 import * as webhooks from './webhooks.service.js';
 
 const tags = ['webhooks'];
-const read = { scope: 'webhooks:read' };
-const write = { scope: 'webhooks:write' };
+// Administrators only, refused before anything runs (a replayed creation included).
+const ADMIN_ONLY = 'Webhook subscriptions need the admin scope.';
+const read = { scope: 'webhooks:read', admin: ADMIN_ONLY };
+const write = { scope: 'webhooks:write', admin: ADMIN_ONLY };
 
 const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 1 });
