@@ -87,7 +87,17 @@ export async function buildApp({
     // request-context logs one line per request, in place of Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_LOG_LABEL }),
     bodyLimit: BODY_LIMIT,
-    trustProxy: config.trustProxy,
+    // n proxies in front: the socket's peer and the n-1 entries of X-Forwarded-For before it are
+    // proxies, so the client is the n-th entry from the right (proxy-addr's hop count).
+    trustProxy:
+      typeof config.trustProxy === 'number'
+        ? (
+            (hops: number) => (_address: string, hop: number) =>
+              hop < hops
+          )(config.trustProxy)
+        : config.trustProxy === false
+          ? false
+          : [...config.trustProxy],
     routerOptions: { maxParamLength: 200 },
     return503OnClosing: true,
     // DESIGN §9: receiving a request and idling between requests are bounded by the server.

@@ -100,7 +100,14 @@ describe('loadConfig', () => {
       { DATABASE_POOL_SIZE: '0' },
       'Invalid configuration: DATABASE_POOL_SIZE must be an integer from 1 to 100 (got "0")',
     ],
-    [{ TRUST_PROXY: 'yes' }, 'Invalid configuration: TRUST_PROXY must be true or false (got "yes")'],
+    [
+      { TRUST_PROXY: 'yes' },
+      'Invalid configuration: TRUST_PROXY must be true (one proxy), false, a number of proxies in front, or a comma-separated list of proxy addresses or CIDRs (got "yes")',
+    ],
+    [
+      { TRUST_PROXY: '10.0.0.1,10.0.0.300' },
+      'Invalid configuration: TRUST_PROXY entry "10.0.0.300" must be an IP address or a CIDR such as 10.0.0.0/8',
+    ],
     [
       { LOG_LEVEL: 'loud' },
       'Invalid configuration: LOG_LEVEL must be a pino level (fatal, error, warn, info, debug, trace, silent) (got "loud")',

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Type, type Static, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
+import ipaddr from 'ipaddr.js';
 
 const NODE_ENVS = ['development', 'test', 'production'] as const;
 export type NodeEnv = (typeof NODE_ENVS)[number];
@@ -46,7 +47,11 @@ export const EnvSchema = Type.Object({
     pattern: '^[a-z0-9][a-z0-9.-]*$',
     description: 'a lowercase media-type vendor name such as resource-api',
   }),
-  TRUST_PROXY: Type.Boolean({ description: 'true or false' }),
+  TRUST_PROXY: Type.String({
+    pattern: '^(true|false|\\d{1,2}|[0-9A-Fa-f:.]+(/\\d{1,3})?(\\s*,\\s*[0-9A-Fa-f:.]+(/\\d{1,3})?)*)$',
+    description:
+      'true (one proxy), false, a number of proxies in front, or a comma-separated list of proxy addresses or CIDRs',
+  }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { description: 'a pino level (fatal, error, warn, info, debug, trace, silent)' },
@@ -157,7 +162,12 @@ export interface Config {
   readonly baseUrl: string;
   readonly errorTypeBase: string;
   readonly apiVendor: string;
-  readonly trustProxy: boolean;
+  /**
+   * The proxies in front (DESIGN §1): false, a number of hops (true is 1: the connecting peer),
+   * or the proxies' addresses and CIDRs. The client address is the rightmost X-Forwarded-For entry
+   * that is not a trusted proxy, never the leftmost, which the client writes.
+   */
+  readonly trustProxy: false | number | readonly string[];
   readonly logLevel: string;
   readonly logFormat: 'json' | 'pretty';
   readonly metricsPort: number | undefined;
@@ -270,8 +280,6 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
 
   const parsed = Value.Convert(EnvSchema, { ...defined }) as Record<string, unknown>; // Convert may write into its argument
   // Value.Convert turns "yes" into nothing useful; accept only the two spellings of a boolean.
-  if (!['true', 'false'].includes(String(raw.TRUST_PROXY)))
-    fail('TRUST_PROXY', EnvSchema.properties.TRUST_PROXY, raw.TRUST_PROXY);
   if (!['true', 'false'].includes(String(raw.WEBHOOK_DISPATCHER)))
     fail('WEBHOOK_DISPATCHER', EnvSchema.properties.WEBHOOK_DISPATCHER, raw.WEBHOOK_DISPATCHER);
   if (!['true', 'false'].includes(String(raw.WEBHOOK_ALLOW_PRIVATE_NETWORKS)))
@@ -346,7 +354,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     baseUrl: e.BASE_URL.replace(/\/+$/, ''),
     errorTypeBase: e.ERROR_TYPE_BASE.replace(/\/+$/, ''),
     apiVendor: e.API_VENDOR,
-    trustProxy: e.TRUST_PROXY,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     metricsPort: e.METRICS_PORT,
@@ -431,4 +439,20 @@ function parseDurations(list: string): number[] {
     const [, n = '0', unit = 'ms'] = /^(\d+)(ms|s|m|h)$/.exec(d) ?? [];
     return Number(n) * (DURATION_MS[unit] ?? 1);
   });
+}
+
+/** TRUST_PROXY → false, a hop count, or the proxies' addresses (each checked as an IP or CIDR). */
+function parseTrustProxy(value: string): false | number | string[] {
+  if (value === 'false') return false;
+  if (value === 'true') return 1;
+  if (/^\d+$/.test(value)) return Number(value) === 0 ? false : Number(value);
+  const entries = value.split(',').map((v) => v.trim());
+  for (const entry of entries) {
+    const valid = entry.includes('/') ? ipaddr.isValidCIDR(entry) : ipaddr.isValid(entry);
+    if (!valid)
+      throw new ConfigError(
+        `Invalid configuration: TRUST_PROXY entry "${entry}" must be an IP address or a CIDR such as 10.0.0.0/8`,
+      );
+  }
+  return entries;
 }

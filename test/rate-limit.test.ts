@@ -10,7 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_HITS_PER_CALL, RedisStore } from '../src/http/rate-limit.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
-import { bearer } from './support/tokens.js';
+import { ADMIN, bearer } from './support/tokens.js';
+import { aUserRequest } from './support/factories.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function clearOfBoundary(): Promise<void> {
@@ -353,5 +354,82 @@ describe.runIf(runRedis)('when Redis cannot answer', async () => {
       );
       expect((await app.inject({ method: 'GET', url: '/api/public/health/ready' })).statusCode).toBe(200);
     });
+  });
+});
+
+describe('the client address behind proxies (TRUST_PROXY)', async () => {
+  const oneProxy = await buildTestApp({
+    TRUST_PROXY: 'true',
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '5',
+  });
+  const twoHops = await buildTestApp({
+    TRUST_PROXY: '2',
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '5',
+  });
+  const listed = await buildTestApp({
+    TRUST_PROXY: '10.200.0.0/16,10.201.0.1',
+    RATE_LIMIT_PER_MINUTE: '0',
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: '5',
+  });
+  const statuses = async (
+    target: Awaited<ReturnType<typeof buildTestApp>>,
+    remoteAddress: string,
+    forwardedFor: (i: number) => string,
+    count = 9,
+  ) => {
+    const out: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const answer = await target.app.inject({
+        method: 'GET',
+        url: '/api/v1/orders',
+        remoteAddress,
+        headers: { 'x-forwarded-for': forwardedFor(i) },
+      });
+      out.push(answer.statusCode);
+    }
+    return out;
+  };
+  const fiveThenLimited = [401, 401, 401, 401, 401, 429, 429, 429, 429];
+
+  it('takes the rightmost entry behind one proxy: a new forged entry per request does not escape the quota', async () => {
+    await clearOfBoundary();
+    const client = anAddress();
+    expect(await statuses(oneProxy, '10.0.0.1', (i) => `203.0.113.${i}, ${client}`)).toEqual(fiveThenLimited);
+  });
+
+  it('takes the n-th entry from the right behind n proxies', async () => {
+    await clearOfBoundary();
+    const client = anAddress();
+    expect(await statuses(twoHops, '10.0.0.2', (i) => `203.0.113.${i}, ${client}, 10.0.0.1`)).toEqual(fiveThenLimited);
+  });
+
+  it('skips the listed proxies from the right, and takes an unlisted peer as it arrives', async () => {
+    await clearOfBoundary();
+    const client = anAddress();
+    expect(await statuses(listed, '10.200.3.4', (i) => `203.0.113.${i}, ${client}, 10.201.0.1`)).toEqual(
+      fiveThenLimited,
+    );
+    // A peer that is not a listed proxy is the client, whatever X-Forwarded-For it sends.
+    const direct = anAddress();
+    expect(await statuses(listed, direct, (i) => `203.0.113.${i}`, 6)).toEqual(fiveThenLimited.slice(0, 6));
+  });
+
+  it('builds Location from X-Forwarded-* only for a listed proxy', async () => {
+    const post = (remoteAddress: string) =>
+      listed.app.inject({
+        method: 'POST',
+        url: '/api/v1/users',
+        remoteAddress,
+        headers: {
+          authorization: ADMIN,
+          'x-forwarded-proto': 'https',
+          'x-forwarded-host': 'api.example.com',
+        },
+        payload: aUserRequest(),
+      });
+    expect((await post('10.200.0.7')).headers.location).toMatch(/^https:\/\/api\.example\.com\/api\/v1\/users\/\d+$/);
+    expect((await post('198.51.100.77')).headers.location).toMatch(/^http:\/\/localhost(:80)?\/api\/v1\/users\/\d+$/);
   });
 });

@@ -1,6 +1,7 @@
 // Absolute URLs built from the incoming request (spec 4.1 rule 1, DESIGN §3): scheme, host,
 // port and prefix as the client saw them, from X-Forwarded-* only when TRUST_PROXY is on.
 import type { FastifyRequest } from 'fastify';
+import ipaddr from 'ipaddr.js';
 
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
 
@@ -17,7 +18,7 @@ export function requestOrigin(request: FastifyRequest): string {
   let scheme = encrypted ? 'https' : 'http';
   let host = h.host ?? 'localhost';
   let prefix = '';
-  if (request.server.config.trustProxy) {
+  if (fromTrustedProxy(request)) {
     const proto = first(h['x-forwarded-proto'])?.toLowerCase();
     if (proto === 'http' || proto === 'https') scheme = proto;
     host = first(h['x-forwarded-host']) ?? host;
@@ -31,6 +32,38 @@ export function requestOrigin(request: FastifyRequest): string {
   const port = /:(\d+)$/.exec(host)?.[1];
   if (port !== undefined && DEFAULT_PORTS[scheme] === port) host = stripPort(host);
   return `${scheme}://${host}${prefix}`;
+}
+
+/**
+ * Whether the request's X-Forwarded-* headers come from a proxy the operator named: any peer
+ * when TRUST_PROXY counts hops, a listed address otherwise (never with TRUST_PROXY=false).
+ */
+function fromTrustedProxy(request: FastifyRequest): boolean {
+  const trust = request.server.config.trustProxy;
+  if (trust === false) return false;
+  if (typeof trust === 'number') return true;
+  return isListed(request.raw.socket.remoteAddress ?? '', trust);
+}
+
+const listCache = new WeakMap<readonly string[], ((address: string) => boolean)[]>();
+
+function isListed(address: string, list: readonly string[]): boolean {
+  let matchers = listCache.get(list);
+  if (matchers === undefined) {
+    matchers = list.map((entry) => {
+      const [range, bits] = entry.includes('/') ? ipaddr.parseCIDR(entry) : [ipaddr.parse(entry), undefined];
+      return (candidate: string) => {
+        if (!ipaddr.isValid(candidate)) return false;
+        let parsed = ipaddr.parse(candidate);
+        if (parsed.kind() !== range.kind() && parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress())
+          parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+        if (parsed.kind() !== range.kind()) return false;
+        return bits === undefined ? parsed.toString() === range.toString() : parsed.match(range, bits);
+      };
+    });
+    listCache.set(list, matchers);
+  }
+  return matchers.some((matches) => matches(address));
 }
 
 function stripPort(host: string): string {
