@@ -852,7 +852,9 @@ async function pools(): Promise<void> {
  */
 async function topologies(): Promise<void> {
   const bouncerPort = 16433;
-  const bouncer = execFileSync('bash', ['.ci/pgbouncer.sh', String(bouncerPort)], { cwd: ROOT }).toString().trim();
+  const bouncer = execFileSync('bash', ['.ci/pgbouncer.sh', String(bouncerPort)], { cwd: ROOT })
+    .toString()
+    .trim();
   const pooledUrl = new URL(DB_URL);
   pooledUrl.port = String(bouncerPort);
   const base = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
@@ -882,7 +884,9 @@ async function topologies(): Promise<void> {
           const m = await wrk(server, lua, DURATION);
           const key = `${load}|${kind}`;
           results.set(key, [...(results.get(key) ?? []), m]);
-          console.log(`round ${round}  ${kind.padEnd(18)} ${load.padEnd(24)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req`);
+          console.log(
+            `round ${round}  ${kind.padEnd(18)} ${load.padEnd(24)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req`,
+          );
         }
         await stopServer(server);
       }

@@ -403,3 +403,36 @@ describe('JWKS', async () => {
     ).toBe(401);
   });
 });
+
+describe('a key the provider withdraws', async () => {
+  const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+  let keys = [{ ...(await exportJWK(publicKey)), kid: 'gone', alg: 'RS256', use: 'sig' }];
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`;
+  const { app: withdrawing } = await buildTestApp(
+    { JWT_SECRET: '', JWT_JWKS_URL: url },
+    { auth: { jwksCooldownMs: 100, keyCacheMaxAgeMs: 500 } },
+  );
+
+  it('stops being accepted once the caches age out, though the token has not expired', async () => {
+    const jwt = await signed(privateKey, 'RS256', { sub: '42', kid: 'gone' });
+    const status = async () =>
+      (
+        await withdrawing.inject({
+          method: 'GET',
+          url: '/api/v1/users/42',
+          headers: { authorization: `Bearer ${jwt}` },
+        })
+      ).statusCode;
+    const accepted = await status(); // verified: the route answers (no user 42)
+    expect(accepted).toBe(404);
+    keys = [];
+    expect(await status()).toBe(accepted); // still trusted from the caches
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await status()).toBe(401);
+  });
+});

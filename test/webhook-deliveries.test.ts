@@ -542,7 +542,9 @@ describe('the address connected to, at every attempt', async () => {
       return rows.length === 2 && rows.every((r) => r.last_error !== null) ? rows : undefined;
     });
     expect(rows[0]!.status).toBe('failed');
-    expect(rows[0]!.last_error).toMatch(/rebind\.example\.com resolves to 127\.0\.0\.1, which is not a public address/);
+    // Why, but not which private address the name resolved to (the log is read through the API).
+    expect(rows[0]!.last_error).toMatch(/rebind\.example\.com does not resolve to public addresses only/);
+    expect(rows[0]!.last_error).not.toContain('127.0.0.1');
     expect(rows[1]!.last_error).toMatch(/::ffff:7f00:1 is not a public address/); // as the URL normalises it
   });
 });

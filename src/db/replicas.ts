@@ -36,6 +36,9 @@ export class ReplicaSet {
   /** The primary's WAL position at the last check. */
   primaryPosition = 0n;
   #next = 0;
+  /** The primary's positions at each check, oldest first: when the primary was where a replica is. */
+  #history: { position: bigint; at: number }[] = [];
+  #trimmed = false;
   #timer: NodeJS.Timeout | undefined;
   #checking: Promise<void> | undefined;
 
@@ -90,24 +93,48 @@ export class ReplicaSet {
     return this.#checking;
   }
 
+  /**
+   * How far behind the primary a replica that has replayed `replayed` is, in milliseconds: since
+   * the primary moved past that position (0 when it has not). The time since the last replayed
+   * commit would grow without bound while the primary is idle, and a caught-up replica of a
+   * quiet primary would look stale.
+   */
+  lagOf(replayed: bigint, now = performance.now(), sinceLastReplayMs = Infinity): number {
+    const passed = this.#history.find((h) => h.position > replayed);
+    if (passed === undefined) return 0;
+    // Behind the first position this set ever saw (it started a moment ago): the age of the last
+    // commit the replica replayed bounds how stale it can be.
+    if (passed === this.#history[0] && !this.#trimmed) return sinceLastReplayMs;
+    // Older than what is kept: at least as old as the oldest sample.
+    return now - passed.at;
+  }
+
   async #check(): Promise<void> {
     const primary = await this.currentPosition().catch(() => undefined);
+    const now = performance.now();
+    if (primary !== undefined && (this.#history.at(-1)?.position ?? -1n) < primary)
+      this.#history.push({ position: primary, at: now });
+    // Kept long enough to tell a replica within the bound from one past it.
+    const keep = Math.max(2 * this.maxLagMs, 10_000);
+    while (this.#history.length > 1 && now - (this.#history[1]?.at ?? now) > keep) {
+      this.#history.shift();
+      this.#trimmed = true;
+    }
     await Promise.all(
       this.replicas.map(async (replica) => {
         try {
           const rows = await within(
             replica.pool.query(
-              `select pg_is_in_recovery() as standby,
-                      coalesce(pg_last_wal_replay_lsn(), '0/0')::text as lsn,
-                      coalesce(extract(epoch from now() - pg_last_xact_replay_timestamp()) * 1000, 0)::float8 as since`,
+              `select pg_is_in_recovery() as standby, coalesce(pg_last_wal_replay_lsn(), '0/0')::text as lsn,
+                      extract(epoch from now() - pg_last_xact_replay_timestamp())::float8 * 1000 as since`,
               [],
             ),
             CHECK_TIMEOUT_MS,
           );
-          const row = rows[0] as { standby: boolean; lsn: string; since: number } | undefined;
+          const row = rows[0] as { standby: boolean; lsn: string; since: number | null } | undefined;
           if (row === undefined || !row.standby) throw new Error('not a standby in recovery');
           replica.replayed = parseLsn(row.lsn);
-          replica.lagMs = primary === undefined || replica.replayed >= primary ? 0 : Math.max(0, row.since);
+          replica.lagMs = this.lagOf(replica.replayed, now, row.since ?? Infinity);
           replica.healthy = true;
         } catch (error) {
           if (replica.healthy) this.onDown(replica, error);

@@ -44,6 +44,11 @@ export interface AuthOptions {
   jwksCooldownMs?: number;
   /** How many verified tokens to keep until they expire; 0 turns the cache off. */
   tokenCacheSize?: number;
+  /**
+   * How long a verified token, and a fetched JWKS, are trusted before they are checked again:
+   * a key the provider withdrew stops being accepted within twice this (default 5 minutes).
+   */
+  keyCacheMaxAgeMs?: number;
 }
 
 /** Seconds of clock skew tolerated on exp and nbf. */
@@ -68,21 +73,26 @@ export class TokenVerifier {
     private readonly algorithms: string[],
     private readonly jwt: Config['jwt'],
     private readonly cacheSize: number,
+    private readonly cacheMaxAgeMs: number,
   ) {}
 
   static async create(jwt: Config['jwt'], options: AuthOptions = {}): Promise<TokenVerifier> {
     const cacheSize = options.tokenCacheSize ?? 10_000;
+    const maxAge = options.keyCacheMaxAgeMs ?? 5 * 60_000;
     if (jwt.secret !== undefined)
-      return new TokenVerifier(new TextEncoder().encode(jwt.secret), ['HS256'], jwt, cacheSize);
+      return new TokenVerifier(new TextEncoder().encode(jwt.secret), ['HS256'], jwt, cacheSize, maxAge);
     if (jwt.publicKey !== undefined) {
       const type = createPublicKey(jwt.publicKey).asymmetricKeyType;
       const alg = type === 'rsa' ? 'RS256' : type === 'ec' ? 'ES256' : undefined;
       if (alg === undefined) throw new Error(`JWT_PUBLIC_KEY must be an RSA or EC (P-256) key, not ${type}`);
-      return new TokenVerifier(await importSPKI(jwt.publicKey, alg), [alg], jwt, cacheSize);
+      return new TokenVerifier(await importSPKI(jwt.publicKey, alg), [alg], jwt, cacheSize, maxAge);
     }
     if (jwt.jwksUrl !== undefined) {
-      const jwks = createRemoteJWKSet(new URL(jwt.jwksUrl), { cooldownDuration: options.jwksCooldownMs ?? 30_000 });
-      return new TokenVerifier(jwks, ['RS256', 'ES256'], jwt, cacheSize);
+      const jwks = createRemoteJWKSet(new URL(jwt.jwksUrl), {
+        cooldownDuration: Math.min(options.jwksCooldownMs ?? 30_000, maxAge),
+        cacheMaxAge: maxAge,
+      });
+      return new TokenVerifier(jwks, ['RS256', 'ES256'], jwt, cacheSize, maxAge);
     }
     throw new Error('No JWT key is configured');
   }
@@ -118,7 +128,9 @@ export class TokenVerifier {
       // Oldest first out: a Map iterates in insertion order.
       const oldest = this.#cache.keys().next();
       if (this.#cache.size >= this.cacheSize && oldest.done !== true) this.#cache.delete(oldest.value);
-      this.#cache.set(token, { principal, expiresAt: (exp + CLOCK_TOLERANCE_SECONDS) * 1000 });
+      // Until it expires, but no longer than the key cache's age: a withdrawn key ends its tokens.
+      const expiresAt = Math.min((exp + CLOCK_TOLERANCE_SECONDS) * 1000, Date.now() + this.cacheMaxAgeMs);
+      this.#cache.set(token, { principal, expiresAt });
     }
     return principal;
   }

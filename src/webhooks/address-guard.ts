@@ -55,6 +55,6 @@ export async function urlRefusal(url: string, policy: UrlPolicy): Promise<string
     }
   }
   if (addresses.length === 0) return 'must name a host that resolves';
-  const refused = addresses.find((a) => !isPublicAddress(a));
-  return refused === undefined ? undefined : `must not reach a private, loopback or link-local address (${refused})`;
+  // The address a name resolved to is not named: it would map the internal network for the caller.
+  return addresses.every(isPublicAddress) ? undefined : 'must reach only public addresses';
 }

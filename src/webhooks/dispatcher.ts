@@ -110,7 +110,10 @@ function guardedLookup(resolveHost: ResolveHost, allowPrivate: boolean) {
         if (refused !== undefined || addresses.length === 0) {
           callback(
             new RefusedAddress(
-              `refused to connect: ${hostname} resolves to ${refused ?? 'no address'}, which is not a public address`,
+              // Which private address it was is not told: the delivery log is read through the API.
+              refused === undefined
+                ? `refused to connect: ${hostname} resolves to no address`
+                : `refused to connect: ${hostname} does not resolve to public addresses only`,
             ),
             [],
           );

@@ -74,7 +74,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
 
 export async function buildTestApp(
   env: Record<string, string | undefined> = {},
-  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream' | 'mail'> = {},
+  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream' | 'mail' | 'auth'> = {},
 ): Promise<TestApp> {
   let config = testConfig(env);
   // A file's own schema; behind a transaction pooler, which cannot carry a search_path, its own
@@ -102,13 +102,14 @@ export async function buildTestApp(
     },
   });
   // A short JWKS cooldown lets the key-rotation test run in a second instead of thirty.
+  const { auth, ...others } = options;
   const app = await buildApp({
     config,
     db,
     logger: pino({ level: 'info' }, sink),
-    auth: { jwksCooldownMs: 1000 },
+    auth: { jwksCooldownMs: 1000, ...auth },
     observers: [openapiConformance],
-    ...options,
+    ...others,
   });
 
   afterAll(async () => {
