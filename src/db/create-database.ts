@@ -104,23 +104,28 @@ function postgresDatabase(
     statement_timeout: config.statementTimeoutMs,
     idle_in_transaction_session_timeout: config.idleTransactionTimeoutMs,
   };
-  const pool = new PostgresPool(url, size, {
-    prepare: !options.pooled,
-    ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
-    // A server that is down answers at once; one that is unreachable must not hang requests.
-    connect_timeout: 5,
-    onnotice: () => {},
-    types: {
-      // int8 as a JS number: ids and counts stay far below 2^53.
-      int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+  const pool = new PostgresPool(
+    url,
+    size,
+    {
+      prepare: !options.pooled,
+      ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
+      // A server that is down answers at once; one that is unreachable must not hang requests.
+      connect_timeout: 5,
+      onnotice: () => {},
+      types: {
+        // int8 as a JS number: ids and counts stay far below 2^53.
+        int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+      },
+      connection: {
+        application_name: 'resource-api',
+        // DESIGN §9: PostgreSQL ends a runaway statement and an abandoned transaction itself.
+        ...(options.pooled ? {} : timeouts),
+        ...(options.schema ? { search_path: options.schema } : {}),
+      },
     },
-    connection: {
-      application_name: 'resource-api',
-      // DESIGN §9: PostgreSQL ends a runaway statement and an abandoned transaction itself.
-      ...(options.pooled ? {} : timeouts),
-      ...(options.schema ? { search_path: options.schema } : {}),
-    },
-  });
+    { inline: options.pooled },
+  );
   const afterBegin = options.pooled
     ? Object.entries(timeouts)
         .map(([name, ms]) => `set local ${name} = ${Math.trunc(ms)}`)

@@ -34,7 +34,15 @@ export async function prepareDatabase(
   const { db: direct } = await createDatabase(config, { ...options, direct: true });
   try {
     const applied = await migrateToLatest(direct, options.schema);
-    if (config.pooler === 'transaction') await applyRoleTimeouts(direct, config);
+    if (config.pooler === 'transaction') {
+      await applyRoleTimeouts(direct, config);
+      // Statements through the pooler carry their values as quoted literals (inline-parameters.ts).
+      const { rows } = await sql<{ on: string }>`select current_setting('standard_conforming_strings') as on`.execute(
+        direct,
+      );
+      if (rows[0]?.on !== 'on')
+        throw new Error('DATABASE_POOLER=transaction needs standard_conforming_strings = on (the default)');
+    }
     return applied;
   } finally {
     await direct.destroy();

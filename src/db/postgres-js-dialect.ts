@@ -160,8 +160,8 @@ class PostgresJsConnection implements DatabaseConnection {
     if (reserved === undefined) return Promise.reject(new Error('No transaction is open on this connection'));
     if (reserved.isLost()) return Promise.reject(connectionLost());
     this.pool.statements++;
-    const query = reserved.sql.unsafe(text, parameters as never[], { prepare: this.pool.prepare });
-    return Promise.race([simple ? query.simple() : query, reserved.lost]);
+    const query = simple ? reserved.sql.unsafe(text).simple() : this.pool.statement(reserved.sql, text, parameters);
+    return Promise.race([query, reserved.lost]);
   }
 
   #release(): void {

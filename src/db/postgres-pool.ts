@@ -27,6 +27,7 @@ import postgres, {
   type RowList,
   type Sql,
 } from 'postgres';
+import { inlineParameters } from './inline-parameters.js';
 
 export function connectionLost(): Error {
   return Object.assign(new Error('The connection closed during a transaction'), { code: 'CONNECTION_CLOSED' });
@@ -78,6 +79,11 @@ export class PostgresPool {
    * them: postgres.js then sends each statement unnamed, described first).
    */
   readonly prepare: boolean;
+  /**
+   * Values written into each statement, sent as one simple query (behind a pooler in transaction
+   * mode: one round trip, pipelined; inline-parameters.ts), instead of as parameters.
+   */
+  readonly inline: boolean;
   /** Statements sent so far (the db_queries_total metric reads it). */
   statements = 0;
 
@@ -86,10 +92,11 @@ export class PostgresPool {
     url: string,
     size: number,
     options: Options<Record<string, postgres.PostgresType>>,
-    { pipelineDepth = 32 }: { pipelineDepth?: number } = {},
+    { pipelineDepth = 32, inline = false }: { pipelineDepth?: number; inline?: boolean } = {},
   ) {
     if (!(size >= 1)) throw new RangeError(`pool size must be at least 1, not ${size}`);
     this.#pipelineDepth = pipelineDepth;
+    this.inline = inline;
     this.prepare = options.prepare !== false;
     this.clients = Array.from({ length: size }, () => {
       const client: PoolClient = { sql: undefined as unknown as Sql, inflight: 0, reserved: false };
@@ -133,7 +140,7 @@ export class PostgresPool {
   #send(client: PoolClient, text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
     client.inflight++;
     this.statements++;
-    const pending: PendingQuery<Row[]> = client.sql.unsafe(text, parameters as never[], { prepare: this.prepare });
+    const pending: PendingQuery<Row[]> = this.statement(client.sql, text, parameters);
     return pending.then(
       (rows) => {
         client.inflight--;
@@ -144,6 +151,12 @@ export class PostgresPool {
         throw error;
       },
     );
+  }
+
+  /** One statement on `sql` (a pooled or a reserved connection), as this pool sends them. */
+  statement(sql: Sql | ReservedSql, text: string, parameters: readonly unknown[]): PendingQuery<Row[]> {
+    if (this.inline) return sql.unsafe(inlineParameters(text, parameters)).simple() as unknown as PendingQuery<Row[]>;
+    return sql.unsafe(text, parameters as never[], { prepare: this.prepare });
   }
 
   /** A connection of its own until release(): for a transaction. */

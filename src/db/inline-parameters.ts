@@ -1,0 +1,112 @@
+// Statements for a pooler in transaction mode, sent in one round trip (docs/operations.md,
+// "A pooler in transaction mode").
+//
+// PgBouncer 1.18 keeps no prepared statements in transaction mode, and postgres.js sends an
+// unnamed statement with parameters in two round trips (it describes the statement first, to
+// learn the parameter types) and pipelines none of them: GET by id through PgBouncer read 0.19×
+// of a direct connection. Drivers meet this the same way (pgx's simple protocol mode, made for
+// PgBouncer): the values are written into the statement as quoted literals and the statement
+// goes out as one simple query, which pipelines. A quoted literal is of type unknown, as an
+// untyped parameter is, so the server resolves it the same way.
+//
+// Safety rests on the quoting: every value becomes a single-quoted literal with its quotes
+// doubled, and standard_conforming_strings is on (checked when the pool connects), so a
+// backslash is a backslash. A NUL cannot be sent in a simple query (it ends the message's
+// string): such a value fails as PostgreSQL fails it (22021), before anything is sent.
+
+/** One value as a quoted SQL literal (or NULL). */
+export function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  return quote(text(value));
+}
+
+function text(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+  if (typeof value === 'boolean') return value ? 't' : 'f';
+  if (value instanceof Date) return value.toISOString();
+  if (value instanceof Uint8Array) return `\\x${Buffer.from(value).toString('hex')}`;
+  if (Array.isArray(value)) return arrayText(value);
+  return JSON.stringify(value);
+}
+
+/** PostgreSQL's array input form: {"a","b",NULL}, nested for nested arrays. */
+function arrayText(values: readonly unknown[]): string {
+  const parts = values.map((v) => {
+    if (v === null || v === undefined) return 'NULL';
+    if (Array.isArray(v)) return arrayText(v);
+    return `"${text(v).replace(/[\\"]/g, '\\$&')}"`;
+  });
+  return `{${parts.join(',')}}`;
+}
+
+function quote(value: string): string {
+  if (value.includes('\0'))
+    throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+/**
+ * `text` with each `$n` placeholder replaced by its value as a literal. Placeholders inside
+ * string literals, quoted identifiers, dollar-quoted bodies and comments are left alone.
+ */
+export function inlineParameters(sql: string, parameters: readonly unknown[]): string {
+  if (parameters.length === 0) return sql;
+  let out = '';
+  let i = 0;
+  const n = sql.length;
+  while (i < n) {
+    const c = sql[i];
+    const next = sql[i + 1];
+    if (c === "'" || c === '"') {
+      const end = closing(sql, i + 1, c);
+      out += sql.slice(i, end);
+      i = end;
+    } else if (c === '-' && next === '-') {
+      const end = sql.indexOf('\n', i);
+      const stop = end === -1 ? n : end;
+      out += sql.slice(i, stop);
+      i = stop;
+    } else if (c === '/' && next === '*') {
+      const end = sql.indexOf('*/', i + 2);
+      const stop = end === -1 ? n : end + 2;
+      out += sql.slice(i, stop);
+      i = stop;
+    } else if (c === '$') {
+      const placeholder = /^\$(\d+)/.exec(sql.slice(i, i + 8));
+      const tag = placeholder === null ? /^\$[A-Za-z_]?[A-Za-z0-9_]*\$/.exec(sql.slice(i)) : null;
+      if (placeholder !== null && !/[A-Za-z0-9_]/.test(sql[i - 1] ?? '')) {
+        const index = Number(placeholder[1]) - 1;
+        if (index < 0 || index >= parameters.length) throw new RangeError(`no parameter for $${placeholder[1]}`);
+        out += literal(parameters[index]);
+        i += placeholder[0].length;
+      } else if (tag !== null) {
+        const end = sql.indexOf(tag[0], i + tag[0].length);
+        const stop = end === -1 ? n : end + tag[0].length;
+        out += sql.slice(i, stop);
+        i = stop;
+      } else {
+        out += c;
+        i++;
+      }
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** The index just past the quote that closes a literal opened before `from` ('' and "" stay inside). */
+function closing(sql: string, from: number, quoteChar: string): number {
+  let i = from;
+  for (;;) {
+    const at = sql.indexOf(quoteChar, i);
+    if (at === -1) return sql.length;
+    if (sql[at + 1] === quoteChar) {
+      i = at + 2;
+      continue;
+    }
+    return at + 1;
+  }
+}
