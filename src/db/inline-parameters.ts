@@ -56,8 +56,8 @@ export function inlineParameters(sql: string, parameters: readonly unknown[]): s
   let i = 0;
   const n = sql.length;
   while (i < n) {
-    const c = sql[i];
-    const next = sql[i + 1];
+    const c = sql.charAt(i);
+    const next = sql.charAt(i + 1);
     if (c === "'" || c === '"') {
       const end = closing(sql, i + 1, c);
       out += sql.slice(i, end);
