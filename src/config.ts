@@ -83,6 +83,7 @@ export const EnvSchema = Type.Object({
     maximum: 3650,
     description: 'a number of days above 0, at most 3650',
   }),
+  EVENT_STREAMS_PER_CALLER: Type.Integer({ minimum: 1, maximum: 1000, description: 'an integer from 1 to 1000' }),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ description: 'true or false' }),
   WEBHOOK_DISPATCHER: Type.Boolean({ description: 'true or false' }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 25_000, description: 'milliseconds from 100 to 25000' }),
@@ -182,6 +183,8 @@ export interface Config {
   readonly idempotencyTtlHours: number;
   /** DESIGN §12: events are kept this many days, then purged in the background. */
   readonly eventRetentionDays: number;
+  /** Event streams one caller (`sub`) may hold open on an instance at once. */
+  readonly eventStreamsPerCaller: number;
   /** DESIGN §12: webhook URLs may reach private networks; how long a rotated secret still signs. */
   readonly webhooks: {
     readonly allowPrivateNetworks: boolean;
@@ -255,6 +258,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     REDIS_URL: merged.REDIS_URL,
     IDEMPOTENCY_TTL_HOURS: merged.IDEMPOTENCY_TTL_HOURS ?? '24',
     EVENT_RETENTION_DAYS: merged.EVENT_RETENTION_DAYS ?? '7',
+    EVENT_STREAMS_PER_CALLER: merged.EVENT_STREAMS_PER_CALLER ?? '10',
     // DESIGN §12: private networks are reachable by default only in development.
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: merged.WEBHOOK_ALLOW_PRIVATE_NETWORKS ?? String(nodeEnv === 'development'),
     WEBHOOK_SECRET_OVERLAP_HOURS: merged.WEBHOOK_SECRET_OVERLAP_HOURS ?? '24',
@@ -366,6 +370,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     },
     idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
+    eventStreamsPerCaller: e.EVENT_STREAMS_PER_CALLER,
     webhooks: {
       allowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       secretOverlapHours: e.WEBHOOK_SECRET_OVERLAP_HOURS,

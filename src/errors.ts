@@ -137,8 +137,9 @@ export class TooManyRequests extends DomainError {
   constructor(
     readonly limit: number,
     readonly retryAfterSeconds: number,
+    message = `The quota of ${limit} requests per minute is used up. Retry after ${retryAfterSeconds} seconds.`,
   ) {
-    super(`The quota of ${limit} requests per minute is used up. Retry after ${retryAfterSeconds} seconds.`);
+    super(message);
   }
 }
 

@@ -277,3 +277,71 @@ describe('shutdown', () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 });
+
+describe('stream limits', async () => {
+  const { app: limited } = await buildTestApp(
+    { EVENT_STREAMS_PER_CALLER: '2', METRICS_PORT: undefined },
+    { eventStream: { pollMs: 40, heartbeatMs: 60_000 } },
+  );
+  await limited.listen({ port: 0, host: '127.0.0.1' });
+  afterAll(() => limited.close());
+  const url = `http://127.0.0.1:${(limited.server.address() as AddressInfo).port}/api/v1/events`;
+  const openGauge = async () => {
+    const text = await limited.metrics.metrics();
+    return Number(/^event_streams_open (\d+)/m.exec(text)?.[1]);
+  };
+
+  it('opens at most EVENT_STREAMS_PER_CALLER per caller (429 with Retry-After), and counts a closed one out', async () => {
+    const caller = await bearer({ sub: '881', scope: 'orders:read' });
+    const other = await bearer({ sub: '882', scope: 'orders:read' });
+    const first = await openSse(url, { authorization: caller });
+    const second = await openSse(url, { authorization: caller });
+    const third = await openSse(url, { authorization: caller });
+    expect([first.status, second.status, third.status]).toEqual([200, 200, 429]);
+    expect(third.headers['retry-after']).toBe('5');
+    expect(third.body()).toContain('At most 2 event streams may be open per caller');
+    const others = await openSse(url, { authorization: other });
+    expect(others.status).toBe(200);
+    expect(await openGauge()).toBe(3);
+
+    first.close();
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await openSse(url, { authorization: caller });
+    expect(again.status).toBe(200);
+    for (const s of [second, others, again]) s.close();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await openGauge()).toBe(0);
+  });
+
+  it('ends a stream when its token expires', async () => {
+    const shortLived = await bearer({ sub: '883', scope: 'orders:read', expiresIn: 2 });
+    const stream = await openSse(url, { authorization: shortLived });
+    expect(stream.status).toBe(200);
+    const started = Date.now();
+    await stream.ended;
+    // exp is in whole seconds: it ends within the token's last second, never after.
+    expect(Date.now() - started).toBeLessThan(3500);
+    expect(await openGauge()).toBe(0);
+  });
+
+  it('releases a stream cut while it opens', async () => {
+    const caller = await bearer({ sub: '884', scope: 'orders:read' });
+    // Cut right after the request is sent, many times: none may stay counted.
+    for (let i = 0; i < 20; i++) {
+      const { request } = await import('node:http');
+      await new Promise<void>((resolve) => {
+        const req = request(url, { headers: { accept: 'text/event-stream', authorization: caller } });
+        req.on('error', () => resolve());
+        req.end(() => {
+          req.destroy();
+          resolve();
+        });
+      });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await openGauge()).toBe(0);
+    const afterwards = [await openSse(url, { authorization: caller }), await openSse(url, { authorization: caller })];
+    expect(afterwards.map((s) => s.status)).toEqual([200, 200]);
+    for (const s of afterwards) s.close();
+  });
+});

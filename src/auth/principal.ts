@@ -7,9 +7,11 @@ export interface Principal {
   readonly userId: number | undefined;
   readonly scopes: ReadonlySet<string>;
   readonly admin: boolean;
+  /** When the token ends (ms since the epoch): what outlives a request, a stream, ends with it. */
+  readonly expiresAt?: number | undefined;
 }
 
-export function principalFrom(subject: string, scopes: Iterable<string>): Principal {
+export function principalFrom(subject: string, scopes: Iterable<string>, expiresAt?: number): Principal {
   const set = new Set(scopes);
   const id = /^[1-9]\d{0,15}$/.test(subject) ? Number(subject) : undefined;
   return {
@@ -17,6 +19,7 @@ export function principalFrom(subject: string, scopes: Iterable<string>): Princi
     userId: id !== undefined && Number.isSafeInteger(id) ? id : undefined,
     scopes: set,
     admin: set.has('admin'),
+    expiresAt,
   };
 }
 

@@ -12,13 +12,49 @@ import { routeDefaults } from '../http/route-defaults.js';
 import { onWriteResponse } from '../http/write-hooks.js';
 import { EVENT_PATTERNS, eventsRecorded, type EventPattern } from './index.js';
 import { EventHub, EventStream, streamStart } from './stream.js';
+import { Gauge } from 'prom-client';
+import { TooManyRequests } from '../errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The process's reader of new events for the open streams. */
     eventHub: EventHub;
+    /** How many streams each caller holds open here (EVENT_STREAMS_PER_CALLER). */
+    eventStreams: OpenStreams;
   }
 }
+
+/** Open streams per caller, bounded: the next one over the bound is a 429. */
+export class OpenStreams {
+  readonly #open = new Map<string, number>();
+  total = 0;
+
+  constructor(private readonly perCaller: number) {}
+
+  /** Counts a stream of `subject`'s; the returned function releases it (once, however often called). */
+  acquire(subject: string): () => void {
+    const open = this.#open.get(subject) ?? 0;
+    if (open >= this.perCaller)
+      throw new TooManyRequests(
+        this.perCaller,
+        RETRY_STREAM_SECONDS,
+        `At most ${this.perCaller} event streams may be open per caller. Close one, or retry after ${RETRY_STREAM_SECONDS} seconds.`,
+      );
+    this.#open.set(subject, open + 1);
+    this.total++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.total--;
+      const left = (this.#open.get(subject) ?? 1) - 1;
+      if (left === 0) this.#open.delete(subject);
+      else this.#open.set(subject, left);
+    };
+  }
+}
+
+const RETRY_STREAM_SECONDS = 5;
 
 export interface EventStreamOptions {
   /** How often new events are read while a stream is open (default 250 ms). */
@@ -63,6 +99,15 @@ export const eventHub = fp(
       onError: (error) => app.log.warn({ err: error }, 'event stream: reading new events failed; retrying'),
     });
     app.decorate('eventHub', hub);
+    app.decorate('eventStreams', new OpenStreams(app.config.eventStreamsPerCaller));
+    new Gauge({
+      name: 'event_streams_open',
+      help: 'Event streams open on this instance',
+      registers: [app.metrics],
+      collect() {
+        this.set(app.eventStreams.total);
+      },
+    });
     // After a request that wrote events has answered (and so committed), read them at once.
     let seen = eventsRecorded();
     onWriteResponse(app, (_request, _reply, done) => {
@@ -121,7 +166,15 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     handler: async (request, reply) => {
       const lastEventId = request.headers['last-event-id'];
       const types = request.query.types?.split(',') as EventPattern[] | undefined;
+      // Counted from here, and released however the stream ends, even while it opens.
+      const release = app.eventStreams.acquire(request.principal.subject);
+      let cut = false;
+      reply.raw.once('close', () => {
+        cut = true;
+        release();
+      });
       const start = await streamStart(request.db, lastEventId === undefined ? undefined : Number(lastEventId));
+      if (cut) return reply;
       const body = new PassThrough();
       const socket = request.raw.socket;
       const stream = new EventStream({ principal: request.principal, types }, start, {
@@ -134,9 +187,23 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       });
       // The client went away (or the stream was closed): leave the hub.
       reply.raw.once('close', () => {
+        clearTimeout(expiry);
         stream.close();
         app.eventHub.remove(stream);
       });
+      // The stream ends with its token: the client reconnects with a new one and Last-Event-ID.
+      const { expiresAt } = request.principal;
+      const expiry =
+        expiresAt === undefined
+          ? undefined
+          : setTimeout(
+              () => {
+                stream.close();
+                app.eventHub.remove(stream);
+              },
+              Math.min(Math.max(0, expiresAt - Date.now()), 2 ** 31 - 1),
+            );
+      expiry?.unref();
       body.write('retry: 2000\n\n');
       void reply
         .code(200)

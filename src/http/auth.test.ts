@@ -17,9 +17,16 @@ describe('TokenVerifier', () => {
   it('maps the claims to a principal', async () => {
     const verifier = await TokenVerifier.create(jwt);
 
-    const principal = await verifier.verify(await sign(Math.floor(Date.now() / 1000) + 60));
+    const exp = Math.floor(Date.now() / 1000) + 60;
+    const principal = await verifier.verify(await sign(exp));
 
-    expect(principal).toEqual({ subject: '7', userId: 7, scopes: new Set(['users:read', 'admin']), admin: true });
+    expect(principal).toEqual({
+      subject: '7',
+      userId: 7,
+      scopes: new Set(['users:read', 'admin']),
+      admin: true,
+      expiresAt: exp * 1000,
+    });
   });
 
   it('stops accepting a cached token once it expires (plus the clock tolerance)', async () => {

@@ -123,7 +123,7 @@ export class TokenVerifier {
     });
     // requiredClaims made jose refuse a token without them.
     const { sub = '', exp = 0 } = payload;
-    const principal = principalFrom(sub, scopesOf(payload));
+    const principal = principalFrom(sub, scopesOf(payload), exp * 1000);
     if (this.cacheSize > 0) {
       // Oldest first out: a Map iterates in insertion order.
       const oldest = this.#cache.keys().next();
