@@ -168,13 +168,13 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const types = request.query.types?.split(',') as EventPattern[] | undefined;
       // Counted from here, and released however the stream ends, even while it opens.
       const release = app.eventStreams.acquire(request.principal.subject);
-      let cut = false;
+      const opening = { cut: false };
       reply.raw.once('close', () => {
-        cut = true;
+        opening.cut = true;
         release();
       });
       const start = await streamStart(request.db, lastEventId === undefined ? undefined : Number(lastEventId));
-      if (cut) return reply;
+      if (opening.cut) return reply;
       const body = new PassThrough();
       const socket = request.raw.socket;
       const stream = new EventStream({ principal: request.principal, types }, start, {
