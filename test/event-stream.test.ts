@@ -143,6 +143,36 @@ describe('GET /api/v1/events', () => {
     expect(resumed.messages.map((m) => Number(m.id))).toEqual((await storedOrder(Number(lastSeen.id))).slice(0, 4));
   });
 
+  it('resumes a caller without admin with only its own events, past more than a page of others', async () => {
+    const me = await createUser(app);
+    const start = await stream({ authorization: ADMIN });
+    await createUser(app); // an event to resume after
+    const [marker] = await start.until((ms) => ms.length > 0);
+    start.close();
+    const mine = await bearer({ sub: String(me.id), scope: 'users:read users:write' });
+    // More than one page (500) of other users' events, then two of mine.
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from events`.execute(app.db);
+    const others = Math.max(0, 520 - (rows[0]?.n ?? 0));
+    for (let i = 0; i < others; i += 20) await Promise.all(Array.from({ length: 20 }, () => createUser(app)));
+    for (const name of ['Mine One', 'Mine Two'])
+      expect(
+        (
+          await app.inject({
+            method: 'PATCH',
+            url: `/api/v1/users/${me.id}`,
+            headers: { authorization: mine },
+            payload: { name },
+          })
+        ).statusCode,
+      ).toBe(200);
+    const resumed = await stream({ authorization: mine, 'last-event-id': marker!.id! });
+    const got = await resumed.until((ms) => ms.length >= 2);
+    expect(got.map((m) => [m.event, subjects([m])[0]])).toEqual([
+      ['user.updated', `users/${me.id}`],
+      ['user.updated', `users/${me.id}`],
+    ]);
+  });
+
   it('sends a comment line every heartbeat period, so that proxies keep the stream open', async () => {
     const s = await stream();
     await new Promise((resolve) => setTimeout(resolve, 700));

@@ -204,7 +204,10 @@ export async function readStream(
   after: StreamPosition,
   until: StreamPosition | undefined,
   limit: number,
+  /** Only this user's events (a stream catching up for a caller without admin). */
+  owner?: number | null,
 ): Promise<StreamPage> {
+  const ofOwner = owner === undefined ? sql`` : sql`and e.owner = ${owner}`;
   const upTo =
     until === undefined
       ? sql``
@@ -218,6 +221,7 @@ export async function readStream(
          where (e.tx, e.sequence) > (${String(after.tx)}::text::xid8, ${String(after.sequence)}::bigint)
            and e.tx < h.x
            ${upTo}
+           ${ofOwner}
          order by e.tx, e.sequence
          limit ${limit}
       ) p on true

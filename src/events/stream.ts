@@ -214,7 +214,11 @@ export class EventHub {
         this.#joined.add(stream);
         return;
       }
-      const page = await readStream(this.db, stream.after, until, PAGE);
+      // Catching up reads only what the caller may see: without admin, its own events (in SQL,
+      // by an index), not the whole outbox to filter here.
+      const { principal } = stream.filter;
+      const owner = principal.admin ? undefined : (principal.userId ?? null);
+      const page = await readStream(this.db, stream.after, until, PAGE, owner);
       stream.receive(page.rows, this.#render);
       if (page.rows.length === PAGE) {
         if (stream.backlogged()) await stream.drained();
