@@ -173,6 +173,11 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
         opening.cut = true;
         release();
       });
+      // Cut before this handler ran (while its token was checked): 'close' has already fired.
+      if (request.raw.socket.destroyed || reply.raw.destroyed) {
+        release();
+        return reply;
+      }
       const start = await streamStart(request.db, lastEventId === undefined ? undefined : Number(lastEventId));
       if (opening.cut) return reply;
       const body = new PassThrough();
