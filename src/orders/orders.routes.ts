@@ -18,12 +18,6 @@ import * as orders from './orders.service.js';
 export const read = { scope: 'orders:read' };
 export const write = { scope: 'orders:write' };
 
-/** The merchant's actions, refused without admin before anything runs (orders.service.ts). */
-const MERCHANT_ONLY: Partial<Record<OrderAction, string>> = {
-  ship: 'Marking an order shipped needs the admin scope.',
-  deliver: 'Marking an order delivered needs the admin scope.',
-};
-
 /** Registers list, read, change, delete, the action sub-resources and items under `tags`. */
 export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -117,7 +111,8 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
     ];
     for (const [noun, action, summary] of actions) {
       app.post(`/:id/${noun}`, {
-        config: MERCHANT_ONLY[action] === undefined ? write : { ...write, admin: MERCHANT_ONLY[action] },
+        // The merchant's actions are refused without admin before anything runs.
+        config: orders.MERCHANT_ONLY[action] === undefined ? write : { ...write, admin: orders.MERCHANT_ONLY[action] },
         schema: {
           tags,
           summary,

@@ -186,9 +186,14 @@ const orderV1Json = fastJson(OrderDetailSchema);
 
 /**
  * Shipping and delivering are the merchant's actions (OWASP API5, function-level authorization):
- * without admin, 403 on any order, one's own included, before the order is even looked up.
+ * without admin, 403 on any order, one's own included, before the order is even looked up. The
+ * routes declare the same refusal (config.admin), so that it comes before an Idempotency-Key's
+ * replay too; this check keeps the rule for any other caller of the service.
  */
-const MERCHANT_ACTIONS: ReadonlySet<OrderAction> = new Set(['ship', 'deliver']);
+export const MERCHANT_ONLY: Readonly<Partial<Record<OrderAction, string>>> = {
+  ship: 'Marking an order shipped needs the admin scope.',
+  deliver: 'Marking an order delivered needs the admin scope.',
+};
 
 /**
  * Runs `action` on the locked order: the state machine decides the next status (or the 409),
@@ -203,11 +208,8 @@ export async function applyAction(
   action: OrderAction,
   options: { reason?: string; ifMatch?: IfMatch | undefined } = {},
 ): Promise<VersionedOrder> {
-  if (MERCHANT_ACTIONS.has(action) && !caller.admin)
-    throw new Forbidden(
-      `Marking an order ${action === 'ship' ? 'shipped' : 'delivered'} needs the admin scope.`,
-      'admin',
-    );
+  const merchantOnly = MERCHANT_ONLY[action];
+  if (merchantOnly !== undefined && !caller.admin) throw new Forbidden(merchantOnly, 'admin');
   return transact(db, async (trx) => {
     const order = await repo.lockOrder(trx, id, visibilityFor(caller));
     if (order === undefined) throw new EntityNotFound('Order', id);

@@ -20,9 +20,8 @@ import * as webhooks from './webhooks.service.js';
 
 const tags = ['webhooks'];
 // Administrators only, refused before anything runs (a replayed creation included).
-const ADMIN_ONLY = 'Webhook subscriptions need the admin scope.';
-const read = { scope: 'webhooks:read', admin: ADMIN_ONLY };
-const write = { scope: 'webhooks:write', admin: ADMIN_ONLY };
+const read = { scope: 'webhooks:read', admin: webhooks.ADMIN_ONLY };
+const write = { scope: 'webhooks:write', admin: webhooks.ADMIN_ONLY };
 
 const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 1 });

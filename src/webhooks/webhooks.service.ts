@@ -43,8 +43,11 @@ function newSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
+/** Subscriptions are an administrator's (the routes refuse others first, config.admin). */
+export const ADMIN_ONLY = 'Webhook subscriptions need the admin scope.';
+
 function assertAdmin(caller: Principal): void {
-  if (!caller.admin) throw new Forbidden('Webhook subscriptions need the admin scope.', 'admin');
+  if (!caller.admin) throw new Forbidden(ADMIN_ONLY, 'admin');
 }
 
 async function assertUrl(url: string, policy: UrlPolicy): Promise<void> {

@@ -138,13 +138,29 @@ export async function createReplicatedPostgres(standbySettings: string[] = []): 
   const common = ['fsync=off', 'wal_level=replica', 'max_wal_senders=5', 'hot_standby=on'];
   const primary = cluster(dir, 'primary', primaryPort, common);
   const standby = cluster(dir, 'standby', standbyPort, [...common, ...standbySettings]);
-  runTool('initdb', ['-D', primary.data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
-  primary.start();
-  runTool('pg_basebackup', [
-    ...['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres'],
-    ...['-D', standby.data, '-R', '-X', 'stream', '--checkpoint=fast'],
-  ]);
-  standby.start();
+  const destroy = () => {
+    for (const c of [primary, standby]) {
+      try {
+        c.stop();
+      } catch {
+        // stopped, crashed, or never started
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    runTool('initdb', ['-D', primary.data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+    primary.start();
+    runTool('pg_basebackup', [
+      ...['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres'],
+      ...['-D', standby.data, '-R', '-X', 'stream', '--checkpoint=fast'],
+    ]);
+    standby.start();
+  } catch (error) {
+    // A pair that could not be built leaves no server running and no directory behind.
+    destroy();
+    throw error;
+  }
   const psql = (port: number, query: string) =>
     runTool('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-Atc', query])
       .toString()
@@ -167,15 +183,6 @@ export async function createReplicatedPostgres(standbySettings: string[] = []): 
       psql(primaryPort, 'select pg_reload_conf()');
     },
     promote: () => runTool('pg_ctl', ['-D', standby.data, '-w', 'promote']),
-    destroy: () => {
-      for (const c of [primary, standby]) {
-        try {
-          c.stop();
-        } catch {
-          // stopped, or crashed
-        }
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
+    destroy,
   };
 }
