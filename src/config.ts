@@ -88,6 +88,7 @@ export const EnvSchema = Type.Object({
   WEBHOOK_DISPATCHER: Type.Boolean({ description: 'true or false' }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 25_000, description: 'milliseconds from 100 to 25000' }),
   WEBHOOK_POLL_MS: Type.Integer({ minimum: 10, maximum: 60_000, description: 'milliseconds from 10 to 60000' }),
+  WEBHOOK_MAX_IN_FLIGHT: Type.Integer({ minimum: 1, maximum: 128, description: 'an integer from 1 to 128' }),
   WEBHOOK_RETRY_SCHEDULE: Type.String({
     pattern: '^\\d+(ms|s|m|h)(,\\d+(ms|s|m|h)){0,19}$',
     description: 'a comma-separated list of 1 to 20 durations such as 5s,5m,2h (ms, s, m or h)',
@@ -195,6 +196,8 @@ export interface Config {
     readonly pollMs: number;
     /** The waits before each retry, in milliseconds. */
     readonly retryScheduleMs: readonly number[];
+    /** Attempts open at once for one subscription, in one instance (WEBHOOK_MAX_IN_FLIGHT). */
+    readonly maxInFlight: number;
   };
   /** Outgoing mail: SMTP_URL (unset: none), SMTP_FROM. */
   readonly mail: { readonly smtpUrl: string | undefined; readonly from: string };
@@ -265,6 +268,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     WEBHOOK_DISPATCHER: merged.WEBHOOK_DISPATCHER ?? 'true',
     WEBHOOK_TIMEOUT_MS: merged.WEBHOOK_TIMEOUT_MS ?? '10000',
     WEBHOOK_POLL_MS: merged.WEBHOOK_POLL_MS ?? '1000',
+    WEBHOOK_MAX_IN_FLIGHT: merged.WEBHOOK_MAX_IN_FLIGHT ?? '8',
     WEBHOOK_RETRY_SCHEDULE: merged.WEBHOOK_RETRY_SCHEDULE ?? '5s,5m,30m,2h,5h,10h,10h',
     REQUEST_TIMEOUT_MS: merged.REQUEST_TIMEOUT_MS ?? '30000',
     HEADERS_TIMEOUT_MS: merged.HEADERS_TIMEOUT_MS ?? '10000',
@@ -378,6 +382,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
       timeoutMs: e.WEBHOOK_TIMEOUT_MS,
       pollMs: e.WEBHOOK_POLL_MS,
       retryScheduleMs: parseDurations(e.WEBHOOK_RETRY_SCHEDULE),
+      maxInFlight: e.WEBHOOK_MAX_IN_FLIGHT,
     },
     mail: { smtpUrl: e.SMTP_URL, from: e.SMTP_FROM },
     passwordReset: { urlTemplate: e.PASSWORD_RESET_URL, ttlMinutes: e.PASSWORD_RESET_TTL_MINUTES },

@@ -11,6 +11,7 @@ import addFormatsPlugin from 'ajv-formats';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../src/events/index.js';
+import { recordDelivered, recordOutcome } from '../src/webhooks/deliveries.repository.js';
 import { asAdmin, createUser } from './support/factories.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp } from './support/test-app.js';
@@ -117,12 +118,14 @@ async function deliveriesOf(subscriptionId: number) {
 const at = (path: string) => rx.received.filter((r) => r.path === path);
 
 describe('recording delivered attempts', () => {
-  it('finds the deliveries by primary key, never by reading the whole table (migration 0018)', async () => {
+  it('finds the deliveries by primary key, never by reading the whole table (migrations 0018, 0020)', async () => {
     // The function's plan is made once per session; planned on a small table it was a sequential
     // scan that the session kept as the table grew. pg_stat_xact_user_tables counts this
     // transaction's scans only.
     const seqScans = await app.db.transaction().execute(async (trx) => {
-      await sql`select webhook_record_delivered(array[-1]::bigint[], array[204]::integer[])`.execute(trx);
+      await sql`select webhook_record_delivered(array[-1]::bigint[], array[1]::integer[], array[204]::integer[])`.execute(
+        trx,
+      );
       const { rows } = await sql<{ seq_scan: string | number }>`select seq_scan from pg_stat_xact_user_tables
           where relname = 'webhook_deliveries'`.execute(trx);
       return Number(rows[0]?.seq_scan);
@@ -382,86 +385,240 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
     ]);
   });
 
-  it('is given back when it waited in hand for half its lease, and then claimed like any other', async () => {
-    // Time-out 1 s, so a lease of 6 s: the dispatcher's 32 slots free every second, and what
-    // waits in hand past 3 s is given back (its lease would lapse before it is sent) and claimed
-    // again by the scan. Each delivery is still attempted once.
-    const busy = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'true' }, { resolveHost });
-    const busyApi = asAdmin(busy.app);
-    const subs: number[] = [];
-    for (let i = 0; i < 160; i++) subs.push(await subscribeOn(busyApi, `/slow/busy/${i}`));
-    await createUser(busy.app);
-    const attempted = () => rx.received.filter((r) => r.path.startsWith('/slow/busy/'));
-    await until('every delivery attempted', () => attempted().length >= 160, 15_000);
+  it('waits in hand for a slot of its subscription; given back when it waited half its lease, then claimed like any other', async () => {
+    // Time-out 1 s, so a lease of 6 s, and 2 attempts at most for the subscription: its two
+    // slots free every second, and what waits in hand past 3 s is given back (its lease would
+    // lapse before it is sent) and claimed again by the scan. Each delivery is still attempted
+    // once, and never more than two at once.
+    const busy = await buildTestApp(
+      { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '2' },
+      { resolveHost },
+    );
+    const sub = await subscribeOn(asAdmin(busy.app), '/slow/busy');
+    for (let i = 0; i < 10; i++) await createUser(busy.app);
+    const attempted = () => rx.received.filter((r) => r.path === '/slow/busy');
+    await until('every delivery attempted', () => attempted().length >= 10, 15_000);
     const { rows } = await sql<{ attempts: number; at_insert: boolean }>`
-      select attempts, last_attempt_at = created_at as at_insert from webhook_deliveries`.execute(busy.app.db);
-    expect(rows).toHaveLength(160);
+      select attempts, last_attempt_at = created_at as at_insert from webhook_deliveries
+       where subscription_id = ${sub}`.execute(busy.app.db);
+    expect(rows).toHaveLength(10);
     expect(rows.every((r) => r.attempts === 1)).toBe(true);
-    expect(rows.filter((r) => r.at_insert).length).toBeGreaterThanOrEqual(64); // sent as leased at insert
+    expect(rows.filter((r) => r.at_insert).length).toBeGreaterThanOrEqual(4); // sent as leased at insert
     expect(rows.filter((r) => !r.at_insert).length).toBeGreaterThan(0); // given back, then claimed
-    expect(new Set(attempted().map((r) => r.path)).size).toBe(160);
-    expect(attempted()).toHaveLength(160);
+    expect(new Set(attempted().map((r) => r.headers['webhook-id'])).size).toBe(10);
+    // At most two at once: each attempt lasts the 1-s time-out, so arrivals come in pairs.
+    const times = attempted().map((r) => r.at);
+    for (let i = 2; i < times.length; i++) expect(times[i]! - times[i - 2]!).toBeGreaterThan(800);
   });
 
   it('is given back at shutdown when it was not sent: due again at once, for any instance', async () => {
-    // More deliveries of one event than the dispatcher has slots for (32), all to a receiver
-    // that hangs: those beyond the slots wait in hand until the instance closes.
-    const closing = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'true' }, { resolveHost });
-    const closingApi = asAdmin(closing.app);
-    const subs: number[] = [];
-    for (let i = 0; i < 40; i++) subs.push(await subscribeOn(closingApi, `/slow/${i}`));
-    await createUser(closing.app);
-    await until('the slots full', () => rx.received.filter((r) => r.path.startsWith('/slow/')).length >= 32);
+    // Two slots for the subscription, six deliveries to a receiver that hangs: four wait in
+    // hand until the instance closes.
+    const closing = await buildTestApp(
+      { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '2' },
+      { resolveHost },
+    );
+    const sub = await subscribeOn(asAdmin(closing.app), '/slow/closing');
+    for (let i = 0; i < 6; i++) await createUser(closing.app);
+    await until('the slots full', () => rx.received.filter((r) => r.path === '/slow/closing').length >= 2);
     await closing.app.close();
-    const rows = (await Promise.all(subs.map((id) => rowsOf(closing.app.db, id)))).flat();
-    expect(rows).toHaveLength(40);
-    const givenBack = rows.filter((r) => r.status === 'pending');
-    expect(givenBack.length).toBeGreaterThan(0);
-    expect(givenBack.every((r) => r.attempts === 0 && !r.leased)).toBe(true);
-    expect(rows.filter((r) => r.status === 'failed')).toHaveLength(40 - givenBack.length);
+    const rows = await rowsOf(closing.app.db, sub);
+    expect(rows).toHaveLength(6);
+    expect(rows.filter((r) => r.status === 'failed')).toHaveLength(2);
+    expect(rows.filter((r) => r.status === 'pending')).toEqual(
+      [1, 2, 3, 4].map(() => ({ status: 'pending', attempts: 0, leased: false, at_insert: null })),
+    );
   });
 
-  it('is not given back once it was sent again on request and claimed elsewhere: that lease is the other instance’s', async () => {
-    // As above, 40 deliveries of one event and 32 slots: 8 wait in hand. Half of those are sent
-    // again on request and claimed by another instance (the claim function it runs) before this
-    // one closes: its give-back must leave their new lease alone, and still give back the rest.
+  it('asked for again while in hand, keeps its lease (no other instance sends it) and is given back due at once', async () => {
+    // One slot, three deliveries to a receiver that hangs: two wait in hand. Both are asked for
+    // again; another instance's claim (the function it runs) must not take them, since this one
+    // holds them, and at shutdown they are given back due at once with the whole schedule.
     const closing = await buildTestApp(
-      { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_TIMEOUT_MS: '4000' },
+      { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '4000' },
       { resolveHost },
     );
     const closingApi = asAdmin(closing.app);
-    const subs: number[] = [];
-    for (let i = 0; i < 40; i++) subs.push(await subscribeOn(closingApi, `/slow/elsewhere/${i}`));
-    await createUser(closing.app);
-    const sent = () => rx.received.filter((r) => r.path.startsWith('/slow/elsewhere/'));
-    await until('the slots full', () => sent().length >= 32);
-    const inHand = subs.filter((_, i) => !sent().some((r) => r.path === `/slow/elsewhere/${i}`));
-    expect(inHand).toHaveLength(8);
-    const taken = inHand.slice(0, 4);
-    const ids: string[] = [];
-    for (const sub of taken) {
-      const { rows } = await sql<{ id: string }>`
-        select id::text as id from webhook_deliveries where subscription_id = ${sub}`.execute(closing.app.db);
+    const sub = await subscribeOn(closingApi, '/slow/elsewhere');
+    for (let i = 0; i < 3; i++) await createUser(closing.app);
+    await until('the slot full', () => rx.received.some((r) => r.path === '/slow/elsewhere'));
+    const { rows: held } = await sql<{ id: string }>`
+      select id::text as id from webhook_deliveries where subscription_id = ${sub} order by id offset 1`.execute(
+      closing.app.db,
+    );
+    expect(held).toHaveLength(2);
+    for (const { id } of held) {
       const again = await closingApi({
         method: 'POST',
-        url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${rows[0]!.id}/redelivery`,
+        url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${id}/redelivery`,
       });
       expect(again.statusCode, again.body).toBe(202);
-      ids.push(rows[0]!.id);
     }
     const claimed = await sql<{ id: string }>`
-      select id::text as id from webhook_claim(${`{${ids.join(',')}}`}::bigint[], null, 60000)`.execute(closing.app.db);
-    expect(claimed.rows).toHaveLength(4);
+      select id::text as id from webhook_claim(${`{${held.map((h) => h.id).join(',')}}`}::bigint[], null, 60000, null)`.execute(
+      closing.app.db,
+    );
+    expect(claimed.rows).toEqual([]);
+    expect(rx.received.filter((r) => r.path === '/slow/elsewhere')).toHaveLength(1);
 
     await closing.app.close();
-    const rowsOfSubs = async (list: number[]) =>
-      (await Promise.all(list.map((id) => rowsOf(closing.app.db, id)))).flat();
-    expect(await rowsOfSubs(taken)).toEqual(
-      taken.map(() => ({ status: 'pending', attempts: 1, leased: true, at_insert: false })),
+    expect((await rowsOf(closing.app.db, sub)).slice(1)).toEqual(
+      [1, 2].map(() => ({ status: 'pending', attempts: 0, leased: false, at_insert: null })),
     );
-    expect(await rowsOfSubs(inHand.slice(4))).toEqual(
-      inHand.slice(4).map(() => ({ status: 'pending', attempts: 0, leased: false, at_insert: null })),
-    );
+  });
+});
+
+describe('a redelivery asked while an attempt of it is open', async () => {
+  // A receiver of its own: the first request to a path is held until released, the others are
+  // answered at once; it records when each started and ended, and how many were open at most.
+  const log: { path: string; id: string; start: number; end: number; status: number }[] = [];
+  const open = new Map<string, number>();
+  const most = new Map<string, number>();
+  const holds = new Map<string, { release: (status: number) => void }>();
+  const gate = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      const entry = { path, id: String(req.headers['webhook-id']), start: Date.now(), end: 0, status: 0 };
+      open.set(path, (open.get(path) ?? 0) + 1);
+      most.set(path, Math.max(most.get(path) ?? 0, open.get(path)!));
+      const answer = (status: number) => {
+        entry.end = Date.now();
+        entry.status = status;
+        log.push(entry);
+        open.set(path, open.get(path)! - 1);
+        res.writeHead(status).end();
+      };
+      if (log.every((l) => l.path !== path) && !holds.has(path)) holds.set(path, { release: answer });
+      else answer(200);
+    });
+  });
+  await new Promise<void>((resolve) => gate.listen(0, '127.0.0.1', resolve));
+  const gateBase = `http://127.0.0.1:${(gate.address() as AddressInfo).port}`;
+  afterAll(async () => {
+    gate.closeAllConnections();
+    await new Promise((resolve) => gate.close(resolve));
+  });
+  // Retries an hour apart: a second attempt within the test is the redelivery, never a retry.
+  const held = await buildTestApp(
+    {
+      WEBHOOK_DISPATCHER: 'true',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_POLL_MS: '50',
+      WEBHOOK_TIMEOUT_MS: '5000',
+      WEBHOOK_RETRY_SCHEDULE: '1h',
+    },
+    { resolveHost },
+  );
+  const heldApi = asAdmin(held.app);
+
+  async function attemptOpen(path: string) {
+    const made = await heldApi({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      payload: { url: `${gateBase}${path}`, events: ['user.created'] },
+    });
+    expect(made.statusCode, made.body).toBe(201);
+    const sub = made.json<{ id: number }>().id;
+    await createUser(held.app);
+    await until('the first attempt open', () => holds.has(path));
+    const { rows } = await sql<{ id: string }>`
+      select id::text as id from webhook_deliveries where subscription_id = ${sub}`.execute(held.app.db);
+    const again = await heldApi({
+      method: 'POST',
+      url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${rows[0]!.id}/redelivery`,
+    });
+    expect(again.statusCode, again.body).toBe(202);
+    // Nothing is sent beside the open attempt, however long it stays open.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(open.get(path)).toBe(1);
+    expect(log.filter((l) => l.path === path)).toEqual([]);
+    return { sub, deliveryId: rows[0]!.id };
+  }
+
+  const logOf = async (sub: number) =>
+    (await heldApi({ method: 'GET', url: `/api/v1/webhook-subscriptions/${sub}/deliveries` })).json<{
+      content: { status: string; attempts: number; lastResponseStatus: number | null }[];
+    }>().content;
+
+  it('is queued behind it: sent once that attempt has failed, and its success is what stays', async () => {
+    const { sub } = await attemptOpen('/queued/failing');
+    holds.get('/queued/failing')!.release(500);
+    await until('sent again', () => log.filter((l) => l.path === '/queued/failing').length === 2);
+    const [first, second] = log.filter((l) => l.path === '/queued/failing');
+    expect(second!.start).toBeGreaterThanOrEqual(first!.end);
+    expect(second!.id).toBe(first!.id); // the same webhook-id
+    expect(most.get('/queued/failing')).toBe(1);
+    await until('recorded', async () => (await logOf(sub))[0]?.status === 'delivered');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 1, lastResponseStatus: 200 }]);
+  });
+
+  it('is queued behind it when that attempt succeeds too: sent once more, never beside it', async () => {
+    const { sub } = await attemptOpen('/queued/succeeding');
+    holds.get('/queued/succeeding')!.release(204);
+    await until('sent again', () => log.filter((l) => l.path === '/queued/succeeding').length === 2);
+    const [first, second] = log.filter((l) => l.path === '/queued/succeeding');
+    expect(second!.start).toBeGreaterThanOrEqual(first!.end);
+    expect(most.get('/queued/succeeding')).toBe(1);
+    await until('recorded', async () => (await logOf(sub))[0]?.lastResponseStatus === 200);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 1, lastResponseStatus: 200 }]);
+    expect(log.filter((l) => l.path === '/queued/succeeding')).toHaveLength(2);
+  });
+});
+
+describe('an attempt whose lease lapsed', async () => {
+  // No dispatcher here: the instances are the claim function and the repository, run by hand.
+  const quiet = await buildTestApp(
+    { WEBHOOK_DISPATCHER: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '1h' },
+    { resolveHost },
+  );
+  const quietApi = asAdmin(quiet.app);
+
+  it('records nothing once a later lease or a redelivery came: an earlier outcome never overwrites a later one', async () => {
+    const made = await quietApi({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      payload: { url: `${base}/ok/fenced`, events: ['user.created'] },
+    });
+    const sub = made.json<{ id: number }>().id;
+    await createUser(quiet.app);
+    const { rows } = await sql<{ id: string }>`
+      select id::text as id from webhook_deliveries where subscription_id = ${sub}`.execute(quiet.app.db);
+    const id = Number(rows[0]!.id);
+    const claim = async (leaseMs: number) =>
+      (
+        await sql<{ id: number; fencing_token: number }>`
+          select id, fencing_token from webhook_claim(${`{${String(id)}}`}::bigint[], null, ${leaseMs}::integer, null)`.execute(
+          quiet.app.db,
+        )
+      ).rows;
+    // Instance A claims for 1 ms and stalls; its lease lapses; the delivery is asked for again,
+    // and instance B claims it and delivers it.
+    const [a] = await claim(1);
+    await new Promise((r) => setTimeout(r, 20));
+    const again = await quietApi({
+      method: 'POST',
+      url: `/api/v1/webhook-subscriptions/${sub}/deliveries/${String(id)}/redelivery`,
+    });
+    expect(again.statusCode).toBe(202);
+    const [b] = await claim(60_000);
+    expect(b!.fencing_token).toBeGreaterThan(a!.fencing_token + 1); // the redelivery moved it on too
+    expect(await claim(60_000)).toEqual([]); // B's lease is live: no third instance takes it
+    expect(await recordDelivered(quiet.app.db, [{ ...b!, responseStatus: 200 }])).toBe(0);
+    // A wakes up and records its failure: nothing changes.
+    const late = await recordOutcome(quiet.app.db, a!, {
+      status: 'failed',
+      responseStatus: 500,
+      error: 'late',
+      nextAttemptAt: new Date(Date.now() + 3_600_000),
+    });
+    expect(late).toBe(false);
+    const logged = await quietApi({ method: 'GET', url: `/api/v1/webhook-subscriptions/${sub}/deliveries` });
+    expect(logged.json<{ content: unknown[] }>().content).toMatchObject([
+      { status: 'delivered', attempts: 1, lastResponseStatus: 200, lastError: null },
+    ]);
   });
 });
 
@@ -497,6 +654,43 @@ describe('a receiver that does not answer', async () => {
     );
     expect(Date.now() - sent).toBeLessThan(2000);
     expect(at('/ok/beside').some((r) => r.body.includes(`"subject":"users/${first.id}"`))).toBe(true);
+  });
+});
+
+describe('receivers that hang, beside a healthy one', async () => {
+  // Each hanging subscription holds at most WEBHOOK_MAX_IN_FLIGHT (8) attempts: with three of
+  // them hanging at once and 40 events each (120 attempts that last the whole time-out), the
+  // healthy subscription still gets every event within a second of its 201.
+  const isolated = await buildTestApp(
+    {
+      WEBHOOK_DISPATCHER: 'true',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_POLL_MS: '1000',
+      WEBHOOK_TIMEOUT_MS: '3000',
+      WEBHOOK_RETRY_SCHEDULE: '1h',
+    },
+    { resolveHost },
+  );
+  const isolatedApi = asAdmin(isolated.app);
+
+  it('delay only their own subscriptions', async () => {
+    for (const path of ['/slow/hang/1', '/slow/hang/2', '/slow/hang/3', '/ok/healthy']) {
+      const made = await isolatedApi({
+        method: 'POST',
+        url: '/api/v1/webhook-subscriptions',
+        payload: { url: `${base}${path}`, events: ['user.created'] },
+      });
+      expect(made.statusCode).toBe(201);
+    }
+    const answered = new Map<number, number>();
+    for (let i = 0; i < 40; i++) answered.set((await createUser(isolated.app)).id, Date.now());
+    const arrival = (id: number) =>
+      at('/ok/healthy').find((r) => r.body.includes(`"subject":"users/${String(id)}"`))?.at;
+    await until('every healthy delivery', () => [...answered.keys()].every((id) => arrival(id) !== undefined));
+    const waits = [...answered].map(([id, sent]) => arrival(id)! - sent).sort((a, b) => a - b);
+    expect(waits.at(-1)).toBeLessThan(1000);
+    // The hanging ones: 8 attempts open each, the rest waiting for their slots.
+    for (const n of [1, 2, 3]) expect(at(`/slow/hang/${String(n)}`)).toHaveLength(8);
   });
 });
 

@@ -15,6 +15,8 @@ export interface LeasedDelivery {
   id: number;
   subscription_id: number;
   attempts: number;
+  /** The lease's fencing token (migration 0020): the outcome is recorded under it. */
+  fencing_token: number;
   url: string;
   secret: string;
   previous_secret: string | null;
@@ -48,8 +50,9 @@ export interface NewDeliveries {
  */
 function fanOut(events: string, leaseMs: number | null): RawBuilder<unknown> {
   return sql`
-    insert into webhook_deliveries (subscription_id, event_sequence, subject, attempts, leased_until, last_attempt_at)
-    select s.id, e.sequence, e.subject, (${leaseMs}::integer is not null)::int,
+    insert into webhook_deliveries (subscription_id, event_sequence, subject, attempts, fencing_token, leased_until,
+                                    last_attempt_at)
+    select s.id, e.sequence, e.subject, (${leaseMs}::integer is not null)::int, (${leaseMs}::integer is not null)::int,
            now() + ${leaseMs}::integer * interval '1 millisecond',
            case when ${leaseMs}::integer is not null then now() end
       from ${sql.table(events)} e join webhook_subscriptions s
@@ -75,7 +78,7 @@ function handedOver(deliveries: string, event: string): RawBuilder<string | null
 
 type HandedOver =
   | number
-  | (Omit<LeasedDelivery, 'attempts' | 'time' | 'previous_secret_expires_at'> & {
+  | (Omit<LeasedDelivery, 'attempts' | 'fencing_token' | 'time' | 'previous_secret_expires_at'> & {
       time: string;
       previous_secret_expires_at: string | null;
     });
@@ -90,6 +93,7 @@ export function newDeliveries(text: string | null): NewDeliveries {
       leased.push({
         ...d,
         attempts: 1,
+        fencing_token: 1,
         time: new Date(d.time),
         previous_secret_expires_at:
           d.previous_secret_expires_at === null ? null : new Date(d.previous_secret_expires_at),

@@ -48,6 +48,8 @@ export interface DeliveryHandoff {
   ids: number[];
   /** New deliveries leased to this process at insert, to send as they are, and when each came. */
   leased: { delivery: LeasedDelivery; at: number }[];
+  /** Leased deliveries the dispatcher holds, waiting for a slot of their subscription. */
+  held: number;
 }
 
 const handoffs = new WeakMap<Kysely<Database>, DeliveryHandoff>();
@@ -56,7 +58,7 @@ const handoffs = new WeakMap<Kysely<Database>, DeliveryHandoff>();
 export function deliveryHandoff(db: Kysely<Database>): DeliveryHandoff {
   let handoff = handoffs.get(db);
   if (handoff === undefined) {
-    handoff = { count: 0, leaseMs: undefined, ids: [], leased: [] };
+    handoff = { count: 0, leaseMs: undefined, ids: [], leased: [], held: 0 };
     handoffs.set(db, handoff);
   }
   return handoff;
@@ -73,7 +75,7 @@ export function deliveryLease(db: Db, type: EventType): number | null {
   if (!type.endsWith('.created')) return null;
   const database = databaseOf(db);
   const handoff = database === undefined ? undefined : handoffs.get(database);
-  if (handoff?.leaseMs === undefined || handoff.leased.length >= LEASED_IN_HAND_MAX) return null;
+  if (handoff?.leaseMs === undefined || handoff.leased.length + handoff.held >= LEASED_IN_HAND_MAX) return null;
   return handoff.leaseMs;
 }
 

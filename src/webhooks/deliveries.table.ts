@@ -14,5 +14,9 @@ export interface WebhookDeliveriesTable {
   last_attempt_at: Date | null;
   last_response_status: number | null;
   last_error: string | null;
+  /** The leases given so far (migration 0020): an attempt's outcome is recorded only under its own. */
+  fencing_token: Generated<number>;
+  /** A redelivery was asked while an attempt was open: pending again once that one ends. */
+  redelivery_asked: Generated<boolean>;
   created_at: ColumnType<Date, never, never>;
 }

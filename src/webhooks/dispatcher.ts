@@ -22,6 +22,7 @@ import { Agent } from 'undici';
 import { deliveryHandoff, toCloudEvent } from '../events/index.js';
 import { onWriteResponse } from '../http/write-hooks.js';
 import { isPublicAddress, type ResolveHost } from './address-guard.js';
+import { AttemptSlots } from './attempt-slots.js';
 import {
   claimDeliveries,
   disableSubscription,
@@ -38,8 +39,13 @@ const NOTIFY_CHANNEL = 'resource_api_webhooks';
 /** NOTIFYs of one instance are at least this far apart (a busy instance's dispatcher needs none). */
 const NOTIFY_SPACING_MS = 50;
 
-/** Attempts in flight at most; while there is room, due deliveries are claimed without waiting. */
-const BATCH = 32;
+/** Rows one claim takes at most. */
+const CLAIM_MAX = 32;
+/**
+ * Attempts open and deliveries in hand at most in one process, whatever the subscriptions
+ * (sockets and memory stay bounded); each subscription has WEBHOOK_MAX_IN_FLIGHT of them.
+ */
+const PROCESS_MAX = 1024;
 /**
  * Claims are at least this far apart: wake-ups that arrive meanwhile (each answered write, each
  * finished attempt) are served by one claim of several rows instead of a claim each. An idle
@@ -51,6 +57,8 @@ const CLAIM_SPACING_MS = 10;
  * statement (a lease is seconds long, so a few ms more before it is released changes nothing).
  */
 const RECORD_SPACING_MS = 10;
+/** Ids of this process's new deliveries waiting to be claimed by primary key, at most. */
+const OWN_MAX = 10_000;
 
 /** A receiver URL, parsed once: the Agent's request by origin and path skips a parse per attempt. */
 interface Target {
@@ -132,7 +140,7 @@ function guardedLookup(resolveHost: ResolveHost, allowPrivate: boolean) {
 }
 
 async function dispatcher(app: FastifyInstance): Promise<void> {
-  const { dispatch, timeoutMs, pollMs, retryScheduleMs, allowPrivateNetworks } = app.config.webhooks;
+  const { dispatch, timeoutMs, pollMs, retryScheduleMs, allowPrivateNetworks, maxInFlight } = app.config.webhooks;
   let wake: () => void = () => {};
   // A full scan of the due deliveries is asked for by this (another instance's NOTIFY, a
   // redelivery, the poll timer); this process's own new deliveries are claimed by id.
@@ -230,7 +238,13 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
 
   // Delivered outcomes are written together: those that finish while one such UPDATE runs go
   // into the next (group commit), so a busy dispatcher writes far fewer statements than deliveries.
-  let toRecord: { id: number; responseStatus: number; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  let toRecord: {
+    id: number;
+    fencing_token: number;
+    responseStatus: number;
+    resolve: () => void;
+    reject: (e: unknown) => void;
+  }[] = [];
   let recording = false;
   let lastRecord = -Infinity;
   async function flushDelivered(): Promise<void> {
@@ -242,7 +256,8 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       const batch = toRecord;
       toRecord = [];
       try {
-        await recordDelivered(app.db, batch);
+        // Asked for again while their attempts were open: due now (migration 0020).
+        if ((await recordDelivered(app.db, batch)) > 0) scanSoon();
         for (const b of batch) b.resolve();
       } catch (e) {
         for (const b of batch) b.reject(e);
@@ -250,9 +265,9 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }
     recording = false;
   }
-  const markDelivered = (id: number, responseStatus: number) =>
+  const markDelivered = ({ id, fencing_token }: ClaimedDelivery, responseStatus: number) =>
     new Promise<void>((resolve, reject) => {
-      toRecord.push({ id, responseStatus, resolve, reject });
+      toRecord.push({ id, fencing_token, responseStatus, resolve, reject });
       if (!recording) void flushDelivered();
     });
 
@@ -305,7 +320,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       clearTimeout(timer);
     }
     if (responseStatus !== null && responseStatus >= 200 && responseStatus < 300) {
-      await markDelivered(d.id, responseStatus);
+      await markDelivered(d, responseStatus);
       outcomes.inc({ outcome: 'delivered' });
       return;
     }
@@ -313,13 +328,14 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     error ??= `the receiver answered ${String(responseStatus)}`;
     const delay = retryDelayMs(retryScheduleMs, d.attempts);
     outcomes.inc({ outcome: delay === undefined ? 'dead' : 'failed' });
-    await recordOutcome(
+    const again = await recordOutcome(
       app.db,
-      d.id,
+      d,
       delay === undefined
         ? { status: 'dead', responseStatus, error }
         : { status: 'failed', responseStatus, error, nextAttemptAt: new Date(Date.now() + delay) },
     );
+    if (again) scanSoon(); // asked for again while this attempt was open: due now
   }
 
   const state = { stopped: false, woken: false, scan: true };
@@ -348,42 +364,50 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     }).finally(() => (sleeping = undefined));
 
   /**
-   * This process's new deliveries, once their writes have committed: those leased to it at
-   * insert, sent as they are, then the others, claimed by primary key. One that is not claimed
-   * (an earlier event of its subject still undelivered, its subscription paused meanwhile) is
-   * tried again at the next turns, then left to the scan. A leased one that waited in hand for
-   * half its lease is given back, due at once for any instance's claim: sent later, its attempt
-   * could cross another instance's once the lease lapsed.
+   * Leased deliveries wait in hand, by subscription, until their subscription has a slot: at most
+   * WEBHOOK_MAX_IN_FLIGHT attempts open for one, so that receivers that hang hold only their own
+   * subscriptions' slots. One that waited in hand for half its lease is given back, due at once for
+   * any instance's claim: sent later, its attempt could cross another's once the lease lapsed.
    */
   const lease = leaseMs(timeoutMs);
-  let own: { id: number; misses: number }[] = [];
-  async function claimOwn(room: number): Promise<ClaimedDelivery[]> {
-    const stale = performance.now() - lease / 2;
-    const leased: ClaimedDelivery[] = [];
-    const expired: number[] = [];
-    while (leased.length < room && handoff.leased.length > 0) {
-      const { delivery, at } = handoff.leased.shift() as (typeof handoff.leased)[number];
-      if (at < stale) expired.push(delivery.id);
-      else leased.push(delivery);
-    }
-    if (expired.length > 0) {
-      state.scan = true;
-      // Not fatal to what was taken: unreleased, they are due again once their lease lapses.
-      await releaseLeased(app.db, expired).catch((e: unknown) => {
-        app.log.warn({ err: e }, 'giving back webhook deliveries failed: they are due again after their lease');
-      });
-    }
+  const slots = new AttemptSlots<ClaimedDelivery>(maxInFlight, PROCESS_MAX);
+
+  /** Gives back what waited in hand too long (and everything, with `all`, at shutdown). */
+  async function giveBack(all = false): Promise<void> {
+    const back = all ? slots.drain() : slots.expired(performance.now() - lease / 2);
+    if (back.length === 0) return;
+    state.scan = true;
+    // Not fatal: unreleased, they are due again once their lease lapses.
+    await releaseLeased(app.db, back).catch((e: unknown) => {
+      app.log.warn({ err: e }, 'giving back webhook deliveries failed: they are due again after their lease');
+    });
+  }
+
+  /**
+   * This process's new deliveries, once their writes have committed: those leased to it at
+   * insert are taken in hand as they are; the others are claimed by primary key. One that is not
+   * claimed (an earlier event of its subject still undelivered, its subscription busy or paused
+   * meanwhile) is tried again at the next turns, then left to the scan. The ids waiting are
+   * bounded like the hand-off's: beyond, the oldest are left to the scan.
+   */
+  const own: { id: number; misses: number }[] = [];
+  async function claimOwn(room: number, busy: number[]): Promise<ClaimedDelivery[]> {
+    const now = performance.now();
+    for (const { delivery, at } of handoff.leased.splice(0)) slots.hold(delivery, at);
     for (const id of handoff.ids) own.push({ id, misses: 0 });
     handoff.ids = [];
-    const space = room - leased.length;
-    if (own.length === 0 || space === 0) return leased;
-    const batch = own.slice(0, space);
-    own = own.slice(batch.length);
+    if (own.length > OWN_MAX) {
+      own.splice(0, own.length - OWN_MAX);
+      state.scan = true;
+    }
+    if (own.length === 0 || room === 0) return [];
+    const batch = own.splice(0, room);
     const claimed = await claimDeliveries(
       app.db,
       batch.length,
       lease,
       batch.map((o) => o.id),
+      busy,
     );
     const got = new Set(claimed.map((d) => d.id));
     for (const o of batch) {
@@ -391,11 +415,28 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       if (o.misses < 3) own.push({ id: o.id, misses: o.misses + 1 });
       else state.scan = true;
     }
-    return [...leased, ...claimed];
+    for (const d of claimed) slots.hold(d, now);
+    return claimed;
   }
 
-  // Up to BATCH attempts in flight. The loop never waits for a whole batch: a slow receiver
-  // holds only its own slot (and, by the order rule, its subject), never the other deliveries.
+  function send(d: ClaimedDelivery): void {
+    const sending: Promise<void> = attempt(d)
+      .catch((e: unknown) => {
+        app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
+      })
+      .finally(() => {
+        inFlight.delete(sending);
+        slots.done(d.subscription_id);
+        // A slot is free, and the next event of this subject may be due: after a retry, that
+        // one may have been left to the scan.
+        if (d.attempts > 1) state.scan = true;
+        wake();
+      });
+    inFlight.add(sending);
+  }
+
+  // The loop never waits for an attempt: a slow receiver holds only its own subscription's slots
+  // (and, by the order rule, its subject), never the other deliveries.
   const inFlight = new Set<Promise<void>>();
   let lastClaim = -Infinity;
   async function loop(): Promise<void> {
@@ -403,39 +444,32 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       const spacing = lastClaim + CLAIM_SPACING_MS - performance.now();
       if (spacing > 0) await new Promise((resolve) => setTimeout(resolve, spacing));
       state.woken = false;
-      const room = BATCH - inFlight.size;
-      let claimed: ClaimedDelivery[] = [];
-      if (room > 0) {
-        lastClaim = performance.now();
-        try {
-          claimed = await claimOwn(room);
-          if (state.scan && claimed.length < room) {
-            const wanted = room - claimed.length;
-            const scanned = await claimDeliveries(app.db, wanted, lease);
+      let claimed = 0;
+      let room = 0;
+      try {
+        await giveBack();
+        room = Math.min(CLAIM_MAX, slots.room());
+        if (room > 0) {
+          lastClaim = performance.now();
+          const busy = slots.busy();
+          claimed = (await claimOwn(room, busy)).length;
+          if (state.scan && claimed < room) {
+            const wanted = room - claimed;
+            const scanned = await claimDeliveries(app.db, wanted, lease, undefined, busy);
             // A full batch: more may be due, so scan again when a slot frees.
             state.scan = scanned.length === wanted;
-            claimed.push(...scanned);
+            const now = performance.now();
+            for (const d of scanned) slots.hold(d, now);
+            claimed += scanned.length;
           }
-        } catch (e) {
-          if (!stopped()) app.log.warn({ err: e }, 'claiming webhook deliveries failed');
         }
+      } catch (e) {
+        if (!stopped()) app.log.warn({ err: e }, 'claiming webhook deliveries failed');
       }
-      for (const d of claimed) {
-        const sending: Promise<void> = attempt(d)
-          .catch((e: unknown) => {
-            app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
-          })
-          .finally(() => {
-            inFlight.delete(sending);
-            // A slot is free, and the next event of this subject may be due: after a retry, that
-            // one may have been left to the scan.
-            if (d.attempts > 1) state.scan = true;
-            wake();
-          });
-        inFlight.add(sending);
-      }
+      for (const d of slots.start()) send(d);
+      handoff.held = slots.held;
       if (stopped()) break;
-      if ((room === 0 || claimed.length < room) && !woken()) await nap();
+      if ((room === 0 || claimed < room) && !woken()) await nap();
     }
     await Promise.all(inFlight);
   }
@@ -462,12 +496,11 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   });
   app.addHook('onClose', async () => {
     await running;
-    // Leased at insert but not sent (written while the loop stopped): due again at once for
+    // Leased but not sent (in hand, or written while the loop stopped): due again at once for
     // the other instances, or for this one's restart, instead of after the lease.
-    const unsent = handoff.leased.splice(0).map(({ delivery }) => delivery.id);
-    await releaseLeased(app.db, unsent).catch((e: unknown) => {
-      app.log.warn({ err: e }, 'releasing unsent webhook deliveries failed: they are due again after their lease');
-    });
+    for (const { delivery, at } of handoff.leased.splice(0)) slots.hold(delivery, at);
+    await giveBack(true);
+    handoff.held = 0;
     await agent.close();
   });
 }

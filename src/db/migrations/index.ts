@@ -18,6 +18,7 @@ import * as m0016 from './0016_webhook_claim_functions.js';
 import * as m0017 from './0017_deliveries_event_key.js';
 import * as m0018 from './0018_record_delivered_plan.js';
 import * as m0019 from './0019_events_by_owner.js';
+import * as m0020 from './0020_delivery_fencing.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -40,4 +41,5 @@ export const migrations: Record<string, Migration> = {
   '0017_deliveries_event_key': m0017,
   '0018_record_delivered_plan': m0018,
   '0019_events_by_owner': m0019,
+  '0020_delivery_fencing': m0020,
 };
