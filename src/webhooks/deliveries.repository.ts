@@ -51,7 +51,8 @@ export interface Outcome {
  * send (it is shutting down, or they waited in hand too long): due again at once, for any
  * instance, as if that lease had not been given; one asked for again meanwhile starts the whole
  * retry schedule. Only a lease still the one given is given back (its fencing token): a delivery
- * claimed elsewhere since is that instance's.
+ * claimed elsewhere since is that instance's. The status is tested through coalesce() so that
+ * each id is a primary-key lookup, never a scan of a partial index (migration 0020).
  */
 export async function releaseLeased(db: Db, leases: readonly Lease[]): Promise<void> {
   if (leases.length === 0) return;
@@ -65,7 +66,7 @@ export async function releaseLeased(db: Db, leases: readonly Lease[]): Promise<v
            redelivery_asked = false
       from unnest(string_to_array(${leases.map((l) => l.id).join(',')}, ',')::bigint[],
                   string_to_array(${leases.map((l) => l.fencing_token).join(',')}, ',')::int[]) as v (id, token)
-     where w.id = v.id and w.fencing_token = v.token and w.status in ('pending', 'failed')`.execute(db);
+     where w.id = v.id and w.fencing_token = v.token and coalesce(w.status, '') in ('pending', 'failed')`.execute(db);
 }
 
 /**

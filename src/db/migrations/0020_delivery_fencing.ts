@@ -19,7 +19,25 @@ import { sql, type Kysely } from 'kysely';
 // subscription's slots and never the others'.
 //
 // Neither new column is indexed, so a claim's update stays in place (HOT, migration 0013).
+//
+// Plans that do not depend on the statistics. The function's plans are generic and kept for the
+// session, made from the statistics of its first call; the two partial indexes (due, subject)
+// hold only the undelivered rows, so planned while few were undelivered they look nearly empty,
+// and a whole scan of one, or of the table, looked cheaper than probes. When a backlog then built
+// up (a receiver down, or orders faster than one receiver answers), the claim by ids scanned the
+// whole due index once per claim and, for the order rule, once per row: 28,000 undelivered rows
+// made a claim of one id take 208 s (`npm run bench -- --webhooks`, EXPLAIN ANALYZE), every
+// claim hit the statement time-out, and no delivery went out. Now only one plan fits each part:
+// - the due index also requires `next_attempt_at is not null`, which the scan's
+//   `next_attempt_at <= now()` implies and the order rule's check does not mention: that check
+//   can only use the subject index, probed by (subscription, subject, sequence);
+// - rows are reached by `= any(array)` on a primary key (the given ids; then the picked ids, their
+//   events and subscriptions), so no join can start from a whole scan; the claim by ids tests the
+//   status through coalesce(), which no partial index's predicate is proven from.
 export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`drop index webhook_deliveries_due_idx`.execute(db);
+  await sql`create index webhook_deliveries_due_idx on webhook_deliveries (next_attempt_at, id)
+    where status in ('pending', 'failed') and next_attempt_at is not null`.execute(db);
   await sql`alter table webhook_deliveries
               add column fencing_token integer not null default 0,
               add column redelivery_asked boolean not null default false`.execute(db);
@@ -39,57 +57,61 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     set enable_seqscan = off
     as $$
     #variable_conflict use_column
+    declare
+      picked bigint[];
+      sequences bigint[];
+      subscriptions bigint[];
     begin
       if ids is not null then
-        return query
-        with due as (
-          select d.id from unnest(ids) as x (id)
-            join webhook_deliveries d on d.id = x.id
-           where d.status in ('pending', 'failed')
-             and d.next_attempt_at <= now()
-             and (d.leased_until is null or d.leased_until < now())
-             and (busy is null or d.subscription_id <> all (busy))
-             and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
-             and not exists (
-               select 1 from webhook_deliveries p
-                where p.subscription_id = d.subscription_id and p.subject = d.subject
-                  and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
-               offset 0)
-           for update of d skip locked)
-        update webhook_deliveries w
-           set leased_until = now() + lease_ms * interval '1 millisecond',
-               attempts = case when w.redelivery_asked then 1 else w.attempts + 1 end,
-               redelivery_asked = false, fencing_token = w.fencing_token + 1, last_attempt_at = now()
-          from due, webhook_subscriptions s, events e
-         where w.id = due.id and s.id = w.subscription_id and e.sequence = w.event_sequence
-        returning w.id, w.subscription_id, w.attempts, w.fencing_token, s.url, s.secret, s.previous_secret,
-                  s.previous_secret_expires_at, e.id::text, e.type, e.subject, e.time, e.data;
+        select array_agg(d.id), array_agg(d.event_sequence), array_agg(distinct d.subscription_id)
+          into picked, sequences, subscriptions
+          from (select d.id, d.event_sequence, d.subscription_id from webhook_deliveries d
+                 where d.id = any (ids)
+                   and coalesce(d.status, '') in ('pending', 'failed')
+                   and d.next_attempt_at <= now()
+                   and (d.leased_until is null or d.leased_until < now())
+                   and (busy is null or d.subscription_id <> all (busy))
+                   and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
+                   and not exists (
+                     select 1 from webhook_deliveries p
+                      where p.subscription_id = d.subscription_id and p.subject = d.subject
+                        and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
+                     offset 0)
+                 for update of d skip locked) d;
       else
-        return query
-        with due as (
-          select d.id from webhook_deliveries d
-           where d.status in ('pending', 'failed')
-             and d.next_attempt_at <= now()
-             and (d.leased_until is null or d.leased_until < now())
-             and (busy is null or d.subscription_id <> all (busy))
-             and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
-             and not exists (
-               select 1 from webhook_deliveries p
-                where p.subscription_id = d.subscription_id and p.subject = d.subject
-                  and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
-               offset 0)
-           order by d.next_attempt_at, d.id
-           limit max_rows
-           for update of d skip locked)
+        select array_agg(d.id), array_agg(d.event_sequence), array_agg(distinct d.subscription_id)
+          into picked, sequences, subscriptions
+          from (select d.id, d.event_sequence, d.subscription_id from webhook_deliveries d
+                 where d.status in ('pending', 'failed')
+                   and d.next_attempt_at <= now()
+                   and (d.leased_until is null or d.leased_until < now())
+                   and (busy is null or d.subscription_id <> all (busy))
+                   and exists (select 1 from webhook_subscriptions s where s.id = d.subscription_id and s.enabled offset 0)
+                   and not exists (
+                     select 1 from webhook_deliveries p
+                      where p.subscription_id = d.subscription_id and p.subject = d.subject
+                        and p.event_sequence < d.event_sequence and p.status in ('pending', 'failed')
+                     offset 0)
+                 order by d.next_attempt_at, d.id
+                 limit max_rows
+                 for update of d skip locked) d;
+      end if;
+      if picked is null then
+        return;
+      end if;
+      return query
+      with claimed as (
         update webhook_deliveries w
            set leased_until = now() + lease_ms * interval '1 millisecond',
                attempts = case when w.redelivery_asked then 1 else w.attempts + 1 end,
                redelivery_asked = false, fencing_token = w.fencing_token + 1, last_attempt_at = now()
-          from due, webhook_subscriptions s, events e
-         where w.id = due.id and s.id = w.subscription_id and e.sequence = w.event_sequence
-        returning w.id, w.subscription_id, w.attempts, w.fencing_token, s.url, s.secret, s.previous_secret,
-                  s.previous_secret_expires_at, e.id::text, e.type, e.subject, e.time, e.data;
-      end if;
+         where w.id = any (picked)
+        returning w.id, w.subscription_id, w.attempts, w.fencing_token, w.event_sequence)
+      select c.id, c.subscription_id, c.attempts, c.fencing_token, s.url, s.secret, s.previous_secret,
+             s.previous_secret_expires_at, e.id::text, e.type, e.subject, e.time, e.data
+        from claimed c
+        join webhook_subscriptions s on s.id = c.subscription_id and s.id = any (subscriptions)
+        join events e on e.sequence = c.event_sequence and e.sequence = any (sequences);
     end $$`.execute(db);
   await sql`drop function webhook_record_delivered(bigint[], integer[])`.execute(db);
   // Returns how many were asked for again meanwhile (pending again, due now), so that the
@@ -110,7 +132,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
                next_attempt_at = case when w.redelivery_asked then now() else w.next_attempt_at end,
                redelivery_asked = false, last_response_status = v.status, last_error = null, leased_until = null
           from unnest(ids, tokens, statuses) as v (id, token, status)
-         where w.id = v.id and w.fencing_token = v.token
+         where w.id = any (ids) and w.id = v.id and w.fencing_token = v.token
         returning w.status)
       select count(*) filter (where status = 'pending') into again from recorded;
       return again;
