@@ -33,6 +33,7 @@
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/resource_api_bench) is
 // dropped and created afresh. BENCH_CONNECTIONS (default 64) wrk connections.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -399,11 +400,14 @@ async function seed(port: number): Promise<void> {
 
 // ---- servers --------------------------------------------------------------------------------
 
+const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 const serviceEnv = (port: number, extra: Record<string, string>) => ({
   NODE_ENV: 'production',
   PORT: String(port),
   HOST: '127.0.0.1',
   JWT_SECRET: SECRET,
+  // One key for every service of a run: they share the bench database's encrypted secrets.
+  ENCRYPTION_KEY,
   LOG_LEVEL: 'info',
   LOG_FORMAT: 'json',
   CORS_ALLOWED_ORIGINS: ORIGIN,

@@ -2,6 +2,7 @@
 // /api/public/openapi.json, without a server listening or a database to reach. The document
 // is built by the app itself, so this file and the served one cannot differ.
 // BASE_URL (the `servers` entry) and API_VENDOR are read from the environment as by the service.
+import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,6 +19,8 @@ const config = loadConfig({
   NODE_ENV: 'development',
   DATABASE_URL: 'memory://',
   JWT_SECRET: 'openapi-document-only-never-used-to-verify-a-token',
+  ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+  ENCRYPTION_KEY_PREVIOUS: undefined,
   JWT_JWKS_URL: undefined,
   REDIS_URL: undefined,
   JWT_PUBLIC_KEY: undefined,

@@ -4,6 +4,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from './config.js';
+import { Encryption, parseEncryptionKey } from './crypto/encryption.js';
+import reencryption from './crypto/reencrypt.js';
 import type { Database } from './db/database.js';
 import auth, { type AuthOptions } from './http/auth.js';
 import contentNegotiation from './http/content-negotiation.js';
@@ -41,6 +43,8 @@ declare module 'fastify' {
     mailer: Mailer;
     /** A host's addresses, for the webhook URL checks (DESIGN §12). */
     resolveHost: ResolveHost;
+    /** Secrets at rest: ENCRYPTION_KEY (crypto/encryption.ts). */
+    encryption: Encryption;
   }
 }
 
@@ -117,6 +121,12 @@ export async function buildApp({
   app.decorate('config', config);
   app.decorate('db', db);
   app.decorate('resolveHost', resolveHost);
+  const key = config.encryption.key === undefined ? undefined : parseEncryptionKey(config.encryption.key);
+  if (key === undefined)
+    throw new Error('ENCRYPTION_KEY is not set (outside production, withDevelopmentSecret sets it)');
+  const previousKey =
+    config.encryption.previousKey === undefined ? undefined : parseEncryptionKey(config.encryption.previousKey);
+  app.decorate('encryption', new Encryption(key, previousKey));
   const mailer = createMailer(
     { smtpUrl: config.mail.smtpUrl, from: config.mail.from, printWithoutSmtp: config.env === 'development', ...mail },
     app.log,
@@ -140,6 +150,7 @@ export async function buildApp({
   await app.register(idempotency);
   if (replicas !== undefined) await app.register(readReplicas, { replicas });
   await app.register(eventRetention);
+  await app.register(reencryption);
   await app.register(webhookDispatcher);
   await app.register(eventHub, eventStream);
   for (const observer of observers) await app.register(observer);

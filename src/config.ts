@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Type, type Static, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
 import ipaddr from 'ipaddr.js';
+import { parseEncryptionKey } from './crypto/encryption.js';
 
 const NODE_ENVS = ['development', 'test', 'production'] as const;
 export type NodeEnv = (typeof NODE_ENVS)[number];
@@ -32,6 +33,12 @@ export const EnvSchema = Type.Object({
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 100, description: 'an integer from 1 to 100' }),
   CORS_ALLOWED_ORIGINS: Type.String({ description: 'comma-separated origins or origin patterns' }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a secret of at least 32 characters' })),
+  ENCRYPTION_KEY: Type.Optional(
+    Type.String({ description: 'base64 of 32 random bytes (make one with: openssl rand -base64 32)' }),
+  ),
+  ENCRYPTION_KEY_PREVIOUS: Type.Optional(
+    Type.String({ description: 'base64 of 32 random bytes (make one with: openssl rand -base64 32)' }),
+  ),
   JWT_PUBLIC_KEY: Type.Optional(
     Type.String({
       pattern: '-----BEGIN PUBLIC KEY-----',
@@ -153,6 +160,12 @@ export interface Config {
       }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
+  /**
+   * Secrets at rest (crypto/encryption.ts): ENCRYPTION_KEY and, during a rotation,
+   * ENCRYPTION_KEY_PREVIOUS, each base64 of 32 bytes. Unset outside production until
+   * withDevelopmentSecrets fills it in from DATA_DIR.
+   */
+  readonly encryption: { readonly key: string | undefined; readonly previousKey: string | undefined };
   readonly corsAllowedOrigins: readonly string[];
   readonly jwt: {
     readonly secret: string | undefined;
@@ -244,6 +257,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     DATABASE_POOL_SIZE: merged.DATABASE_POOL_SIZE ?? String(DEFAULT_POOL_SIZE),
     CORS_ALLOWED_ORIGINS: merged.CORS_ALLOWED_ORIGINS ?? '',
     JWT_SECRET: merged.JWT_SECRET,
+    ENCRYPTION_KEY: merged.ENCRYPTION_KEY,
+    ENCRYPTION_KEY_PREVIOUS: merged.ENCRYPTION_KEY_PREVIOUS,
     JWT_PUBLIC_KEY: merged.JWT_PUBLIC_KEY,
     JWT_JWKS_URL: merged.JWT_JWKS_URL,
     JWT_ISSUER: merged.JWT_ISSUER,
@@ -328,6 +343,16 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     );
   }
 
+  for (const name of ['ENCRYPTION_KEY', 'ENCRYPTION_KEY_PREVIOUS'] as const) {
+    const value = e[name];
+    if (value !== undefined && parseEncryptionKey(value) === undefined) fail(name, EnvSchema.properties[name], value);
+  }
+  if (nodeEnv === 'production' && e.ENCRYPTION_KEY === undefined) {
+    throw new ConfigError(
+      'Invalid configuration: ENCRYPTION_KEY is required when NODE_ENV=production: base64 of 32 random bytes (openssl rand -base64 32); it encrypts webhook secrets and stored answers in the database',
+    );
+  }
+
   const databaseUrl = e.DATABASE_URL;
   return deepFreeze({
     env: nodeEnv,
@@ -351,6 +376,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
           }
         : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
     dataDir: e.DATA_DIR,
+    encryption: { key: e.ENCRYPTION_KEY, previousKey: e.ENCRYPTION_KEY_PREVIOUS },
     corsAllowedOrigins: origins,
     jwt: {
       secret: e.JWT_SECRET,
@@ -424,6 +450,7 @@ function fail(name: string, schema: TSchema | undefined, value: unknown): never 
       : 'a valid value';
   const shown =
     (name.startsWith('JWT_') && name !== 'JWT_ISSUER' && name !== 'JWT_AUDIENCE') ||
+    name.startsWith('ENCRYPTION_KEY') ||
     name === 'REDIS_URL' ||
     name === 'SMTP_URL' ||
     name === 'DATABASE_DIRECT_URL' ||

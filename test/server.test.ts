@@ -1,6 +1,6 @@
 // The process as an operator sees it: start-up errors, persistence of the embedded database
 // across a restart, and a graceful stop that finishes in-flight work (DESIGN §1).
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { request as httpRequest, Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,6 +42,45 @@ describe.runIf(run)('the server process', () => {
     expect(stderr).toBe(
       'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production\n',
     );
+  });
+
+  it('refuses to start in production without ENCRYPTION_KEY, or with one that is not 32 bytes, naming it', async () => {
+    const missing = await runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://', ENCRYPTION_KEY: '' }).exited;
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(
+      'Invalid configuration: ENCRYPTION_KEY is required when NODE_ENV=production: base64 of 32 random bytes (openssl rand -base64 32); it encrypts webhook secrets and stored answers in the database\n',
+    );
+    const short = await runServer({ ENCRYPTION_KEY: 'c2hvcnQ=' }).exited;
+    expect(short.code).toBe(1);
+    expect(short.stderr).toBe(
+      'Invalid configuration: ENCRYPTION_KEY must be base64 of 32 random bytes (make one with: openssl rand -base64 32) (got (hidden))\n',
+    );
+  });
+
+  it('generates ENCRYPTION_KEY into DATA_DIR outside production, and reads what it stored after a restart', async () => {
+    const dataDir = await tempDir();
+    const env = { DATA_DIR: dataDir, ENCRYPTION_KEY: '', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
+    const first = await runServer(env).ready;
+    const keyFile = join(dataDir, 'encryption-key');
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    expect(Buffer.from((await readFile(keyFile, 'utf8')).trim(), 'base64')).toHaveLength(32);
+    const create = (server: { url: string }) =>
+      fetch(`${server.url}/api/v1/webhook-subscriptions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: ADMIN, 'idempotency-key': 'generated-key' },
+        body: JSON.stringify({ url: 'http://127.0.0.1:9/hook', events: ['user.deleted'] }),
+      });
+    const made = await create(first);
+    expect(made.status).toBe(201);
+    const body = await made.text();
+    expect((await first.stop()).code).toBe(0);
+
+    const second = await runServer(env).ready;
+    const replayed = await create(second);
+    expect(replayed.status).toBe(201);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replayed.text()).toBe(body);
+    expect((await second.stop()).code).toBe(0);
   });
 
   it('keeps the embedded database under DATA_DIR across a restart', async () => {

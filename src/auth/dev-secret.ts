@@ -1,33 +1,51 @@
-// DESIGN §1: outside production, with no key configured, an HS256 secret is generated once and
-// kept in DATA_DIR, so tokens stay valid across restarts and nobody commits a secret.
+// Outside production, with no key configured, the keys the service needs are generated once and
+// kept in DATA_DIR, so that tokens stay valid and stored secrets stay readable across restarts,
+// and nobody commits a secret: the JWT secret (HS256) and ENCRYPTION_KEY (crypto/encryption.ts).
+// Production refuses to start without them (config.ts).
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 
 export const DEV_SECRET_FILE = 'jwt-secret';
+export const DEV_ENCRYPTION_KEY_FILE = 'encryption-key';
 
-/** The config with a development secret filled in when it needs one; as it was otherwise. */
-export async function withDevelopmentSecret(config: Config): Promise<{ config: Config; generated?: string }> {
-  const { secret, publicKey, jwksUrl } = config.jwt;
-  if (config.env === 'production' || secret !== undefined || publicKey !== undefined || jwksUrl !== undefined)
-    return { config };
-  const dir = resolve(config.dataDir);
-  const file = join(dir, DEV_SECRET_FILE);
-  let value: string;
+/** The file's first line, or `make()` written there first (0600) when there is none. */
+async function readOrCreate(file: string, make: () => string): Promise<string> {
   try {
-    value = (await readFile(file, 'utf8')).trim();
+    return (await readFile(file, 'utf8')).trim();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    await mkdir(dir, { recursive: true });
-    value = randomBytes(48).toString('base64url');
-    await writeFile(file, `${value}\n`, { mode: 0o600, flag: 'wx' }).catch(async (e: unknown) => {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      value = (await readFile(file, 'utf8')).trim(); // another process wrote it first
-    });
   }
+  await mkdir(resolve(file, '..'), { recursive: true });
+  let value = make();
+  await writeFile(file, `${value}\n`, { mode: 0o600, flag: 'wx' }).catch(async (e: unknown) => {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    value = (await readFile(file, 'utf8')).trim(); // another process wrote it first
+  });
+  return value;
+}
+
+/**
+ * The config with development keys filled in where it needs them; as it was otherwise.
+ * `generated` names the JWT secret's file when tokens are signed with it (the start-up hint).
+ */
+export async function withDevelopmentSecret(config: Config): Promise<{ config: Config; generated?: string }> {
+  if (config.env === 'production') return { config };
+  const dir = resolve(config.dataDir);
+  let result = config;
+  if (config.encryption.key === undefined) {
+    const key = await readOrCreate(join(dir, DEV_ENCRYPTION_KEY_FILE), () => randomBytes(32).toString('base64'));
+    result = { ...result, encryption: Object.freeze({ ...config.encryption, key }) };
+  }
+  const { secret, publicKey, jwksUrl } = config.jwt;
+  if (secret !== undefined || publicKey !== undefined || jwksUrl !== undefined) {
+    return { config: result === config ? config : Object.freeze(result) };
+  }
+  const file = join(dir, DEV_SECRET_FILE);
+  const value = await readOrCreate(file, () => randomBytes(48).toString('base64url'));
   return {
-    config: Object.freeze({ ...config, jwt: Object.freeze({ ...config.jwt, secret: value }) }),
+    config: Object.freeze({ ...result, jwt: Object.freeze({ ...config.jwt, secret: value }) }),
     generated: file,
   };
 }

@@ -8,7 +8,11 @@
 // with the same key and fingerprint (method, routed path, SHA-256 of the body) gets the stored
 // answer byte for byte plus `Idempotent-Replayed: true`; another request under the key gets
 // 422; a retry while the first still runs gets 409 with Retry-After: 1.
-import { createHash } from 'node:crypto';
+//
+// Nothing stored gives away a request or its answer: the fingerprint is an HMAC under a key
+// derived from ENCRYPTION_KEY (the bodies hold passwords, which a plain hash would let a
+// database reader guess), and the stored answer (which may hold a webhook secret) is encrypted
+// under ENCRYPTION_KEY (crypto/encryption.ts).
 import type {
   FastifyInstance,
   FastifyReply,
@@ -27,7 +31,7 @@ import {
   type KeyedTransaction,
   type StoredOutcome,
 } from '../db/idempotency-keys.js';
-import { IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../errors.js';
+import { DatabaseUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../errors.js';
 import { withoutQuery } from './request-url.js';
 
 declare module 'fastify' {
@@ -52,6 +56,8 @@ interface KeyedRequest {
   /** The open transaction, until the answer is stored or dropped. */
   keyed?: KeyedTransaction;
   fingerprint: string;
+  /** What the fingerprint is of, to compare with one stored under another key. */
+  parts: [string, string];
   /** Set once the answer is sent: a transaction opened after that is rolled back at once. */
   done: boolean;
 }
@@ -73,11 +79,9 @@ export function parseIdempotencyKey(header: string): string | undefined {
   return /^[\x21\x23-\x5b\x5d-\x7e]{1,255}$/.test(key) ? key : undefined;
 }
 
-function fingerprintOf(request: FastifyRequest): string {
-  return createHash('sha256')
-    .update(`${request.method} ${withoutQuery(request.url)}\n`)
-    .update((request as WithState)[kRawBody] ?? '')
-    .digest('base64url');
+/** What a request's fingerprint is of: its method and routed path, and its body. */
+function fingerprinted(request: FastifyRequest): [string, string] {
+  return [`${request.method} ${withoutQuery(request.url)}\n`, (request as WithState)[kRawBody] ?? ''];
 }
 
 /** The statuses whose answer is stored (DESIGN §10); 400, 401, 403, 404 and 5xx run again. */
@@ -94,7 +98,7 @@ function replay(reply: FastifyReply, outcome: StoredOutcome): FastifyReply {
 }
 
 async function idempotency(app: FastifyInstance): Promise<void> {
-  const { db } = app;
+  const { db, encryption } = app;
   const ttlHours = app.config.idempotencyTtlHours;
 
   app.decorateRequest('readDb', undefined);
@@ -104,13 +108,29 @@ async function idempotency(app: FastifyInstance): Promise<void> {
     },
   });
 
+  /**
+   * A stored answer, decrypted. One that no configured key decrypts (the key it was stored under
+   * is gone) cannot be replayed, and running the request again could do it twice: 503, and the
+   * operator is told why.
+   */
+  function readStored(request: FastifyRequest, body: string | null): string | null {
+    if (body === null) return null;
+    try {
+      return encryption.decrypt(body, 'idempotency-answer');
+    } catch (error) {
+      request.log.error({ err: error }, 'a stored Idempotency-Key answer cannot be decrypted');
+      throw new DatabaseUnavailable({ cause: error });
+    }
+  }
+
   const preHandler: preHandlerAsyncHookHandler = async (request, reply) => {
     const header = request.headers['idempotency-key'];
     if (header === undefined) return;
     const key = typeof header === 'string' ? parseIdempotencyKey(header) : undefined;
     if (key === undefined) throw new InvalidIdempotencyKey();
 
-    const state: KeyedRequest = { fingerprint: fingerprintOf(request), done: false };
+    const parts = fingerprinted(request);
+    const state: KeyedRequest = { fingerprint: encryption.fingerprint(parts), parts, done: false };
     (request as WithState)[kKeyed] = state;
     const { keyed, state: found } = await beginKeyed(db, request.principal.subject, key);
     if (state.done) {
@@ -121,8 +141,9 @@ async function idempotency(app: FastifyInstance): Promise<void> {
     if (found.kind === 'busy') throw new IdempotencyKeyInUse();
     if (found.kind === 'stored') {
       await rollbackKeyed(keyed);
-      if (found.outcome.fingerprint !== state.fingerprint) throw new IdempotencyKeyReused();
-      return replay(reply, found.outcome);
+      if (!encryption.fingerprintMatches(found.outcome.fingerprint, state.fingerprint, parts))
+        throw new IdempotencyKeyReused();
+      return replay(reply, { ...found.outcome, body: readStored(request, found.outcome.body) });
     }
     state.keyed = keyed;
   };
@@ -146,7 +167,13 @@ async function idempotency(app: FastifyInstance): Promise<void> {
       if (value !== undefined) headers[name] = String(value);
     }
     const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString() : null;
-    await commitKeyed(keyed, { fingerprint: state.fingerprint, status, headers, body }, ttlHours, status >= 400);
+    const sealed = body === null ? null : encryption.encrypt(body, 'idempotency-answer');
+    await commitKeyed(
+      keyed,
+      { fingerprint: state.fingerprint, status, headers, body: sealed },
+      ttlHours,
+      status >= 400,
+    );
     return payload;
   };
 

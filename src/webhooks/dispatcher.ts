@@ -271,22 +271,34 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       if (!recording) void flushDelivered();
     });
 
+  // Secrets are stored encrypted (crypto/encryption.ts); each stored value is decrypted once.
+  const decrypted = new Map<string, string>();
+  function plainSecret(stored: string): string {
+    let plain = decrypted.get(stored);
+    if (plain === undefined) {
+      plain = app.encryption.decrypt(stored, 'webhook-secret');
+      if (decrypted.size >= 1000) decrypted.clear();
+      decrypted.set(stored, plain);
+    }
+    return plain;
+  }
+
   async function attempt(d: ClaimedDelivery): Promise<void> {
     const body = toCloudEvent(
       { id: d.event_id, type: d.event_type, subject: d.subject, time: d.time, data: d.data },
       source,
     );
     const timestamp = Math.floor(Date.now() / 1000);
-    const secrets =
-      d.previous_secret !== null &&
-      d.previous_secret_expires_at !== null &&
-      d.previous_secret_expires_at.getTime() > Date.now()
-        ? [d.secret, d.previous_secret]
-        : [d.secret];
     let responseStatus: number | null = null;
     let error: string | null = null;
     let timer: NodeJS.Timeout | undefined;
     try {
+      const secrets =
+        d.previous_secret !== null &&
+        d.previous_secret_expires_at !== null &&
+        d.previous_secret_expires_at.getTime() > Date.now()
+          ? [plainSecret(d.secret), plainSecret(d.previous_secret)]
+          : [plainSecret(d.secret)];
       const target = targetOf(d.url);
       if (!allowPrivateNetworks && target.privateLiteral !== undefined) {
         throw new RefusedAddress(`refused to connect: ${target.privateLiteral} is not a public address`);

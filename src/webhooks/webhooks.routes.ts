@@ -29,6 +29,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
     allowPrivateNetworks: app.config.webhooks.allowPrivateNetworks,
     secretOverlapHours: app.config.webhooks.secretOverlapHours,
     resolveHost: app.resolveHost,
+    encryption: app.encryption,
   });
 
   app.get('/', {

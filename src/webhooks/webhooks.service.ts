@@ -2,6 +2,7 @@
 // secret made here and shown once (and again at each rotation).
 import { randomBytes } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
+import type { Encryption } from '../crypto/encryption.js';
 import type { Db } from '../db/database.js';
 import { EntityNotFound, Forbidden, InvalidField } from '../errors.js';
 import { pageWindow, type PageOf } from '../page.js';
@@ -25,6 +26,8 @@ export type WithSecret = WebhookSubscription & { secret: string };
 export interface Policy extends UrlPolicy {
   /** How long a rotated secret still signs (WEBHOOK_SECRET_OVERLAP_HOURS). */
   secretOverlapHours: number;
+  /** Secrets are stored encrypted (ENCRYPTION_KEY): a dump or a backup reveals none. */
+  encryption: Encryption;
 }
 
 function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription {
@@ -63,13 +66,14 @@ export async function createSubscription(
 ): Promise<WithSecret> {
   assertAdmin(caller);
   await assertUrl(input.url, policy);
+  const secret = newSecret();
   const row = await repo.insertSubscription(db, {
     url: input.url,
     events: [...new Set(input.events)],
     description: input.description ?? null,
-    secret: newSecret(),
+    secret: policy.encryption.encrypt(secret, 'webhook-secret'),
   });
-  return { ...toSubscription(row), secret: row.secret };
+  return { ...toSubscription(row), secret };
 }
 
 export async function listSubscriptions(
@@ -124,14 +128,15 @@ export async function deleteSubscription(db: Db, caller: Principal, id: number):
  */
 export async function rotateSecret(db: Db, caller: Principal, id: number, policy: Policy): Promise<WithSecret> {
   assertAdmin(caller);
+  const secret = newSecret();
   const row = await repo.rotateSubscriptionSecret(
     db,
     id,
-    newSecret(),
+    policy.encryption.encrypt(secret, 'webhook-secret'),
     new Date(Date.now() + policy.secretOverlapHours * 3_600_000),
   );
   if (row === undefined) throw new EntityNotFound('Webhook subscription', id);
-  return { ...toSubscription(row), secret: row.secret };
+  return { ...toSubscription(row), secret };
 }
 
 export interface Delivery {

@@ -2,7 +2,7 @@
 // persistence that an in-process app cannot show.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { TEST_JWT_SECRET } from './test-app.js';
+import { TEST_ENCRYPTION_KEY, TEST_JWT_SECRET } from './test-app.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -31,6 +31,7 @@ export function runServer(env: Record<string, string>): {
       LOG_FORMAT: 'json',
       LOG_LEVEL: 'info',
       JWT_SECRET: TEST_JWT_SECRET,
+      ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -13,6 +13,8 @@ import { prepareDatabase } from '../../src/db/migrate.js';
 import { openapiConformance, violations } from './openapi-conformance.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
+/** ENCRYPTION_KEY of the tests' apps and service processes (base64 of 32 bytes). */
+export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
 
 export type Engine = 'pglite' | 'postgres';
 export const engine: Engine = process.env.TEST_ENGINE === 'postgres' ? 'postgres' : 'pglite';
@@ -61,6 +63,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     DATABASE_DIRECT_URL: suiteDatabase ? testPostgres.directUrl : undefined,
     DATABASE_POOLER: suiteDatabase ? testPostgres.pooler : undefined,
     JWT_SECRET: TEST_JWT_SECRET,
+    ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     // A test file makes more requests a minute than a quota allows; the rate-limit tests turn
     // quotas on with their own values.
     RATE_LIMIT_PER_MINUTE: '0',
