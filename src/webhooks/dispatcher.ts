@@ -283,7 +283,11 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     return plain;
   }
 
-  async function attempt(d: ClaimedDelivery): Promise<void> {
+  /**
+   * Sends one delivery and records its outcome. `answered` is called once the exchange with the
+   * receiver is over (before the outcome is recorded): the subscription's slot is free from then.
+   */
+  async function attempt(d: ClaimedDelivery, answered: () => void): Promise<void> {
     const body = toCloudEvent(
       { id: d.event_id, type: d.event_type, subject: d.subject, time: d.time, data: d.data },
       source,
@@ -330,6 +334,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
       error = e instanceof Error ? e.message.slice(0, 500) : 'delivery failed';
     } finally {
       clearTimeout(timer);
+      answered();
     }
     if (responseStatus !== null && responseStatus >= 200 && responseStatus < 300) {
       await markDelivered(d, responseStatus);
@@ -432,13 +437,26 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
   }
 
   function send(d: ClaimedDelivery): void {
-    const sending: Promise<void> = attempt(d)
+    // The slot is the receiver's: freed when its exchange ends, not after the outcome is written
+    // (recording waits for a group commit; a slot held through it capped one subscription at
+    // about 8 deliveries per 10 ms).
+    let freed = false;
+    const free = () => {
+      if (freed) return;
+      freed = true;
+      slots.done(d.subscription_id);
+      // What waits in hand starts at once (the loop's turns are at least CLAIM_SPACING_MS apart,
+      // which would cap a subscription at WEBHOOK_MAX_IN_FLIGHT per turn); the loop claims more.
+      if (!stopped()) for (const next of slots.start()) send(next);
+      wake();
+    };
+    const sending: Promise<void> = attempt(d, free)
       .catch((e: unknown) => {
         app.log.warn({ err: e, deliveryId: d.id }, 'recording a webhook delivery failed');
       })
       .finally(() => {
+        free();
         inFlight.delete(sending);
-        slots.done(d.subscription_id);
         // A slot is free, and the next event of this subject may be due: after a retry, that
         // one may have been left to the scan.
         if (d.attempts > 1) state.scan = true;
