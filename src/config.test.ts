@@ -3,6 +3,8 @@ import { ConfigError, DEFAULT_POOL_SIZE, loadConfig } from './config.js';
 
 const noFiles = { development: {}, test: {}, production: {} };
 
+const KEY = Buffer.alloc(32, 1).toString('base64'); // AQEB…
+
 describe('loadConfig', () => {
   it('applies the defaults of DESIGN §1', () => {
     const config = loadConfig({}, noFiles);
@@ -57,7 +59,10 @@ describe('loadConfig', () => {
       development: { LOG_FORMAT: 'pretty' },
     };
 
-    const config = loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), LOG_LEVEL: 'debug' }, files);
+    const config = loadConfig(
+      { NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), ENCRYPTION_KEY: KEY, LOG_LEVEL: 'debug' },
+      files,
+    );
 
     expect(config.logLevel).toBe('debug');
     expect(config.logFormat).toBe('json');
@@ -82,7 +87,30 @@ describe('loadConfig', () => {
         'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
       ),
     );
-    expect(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }, noFiles).jwt.secret).toBe('s'.repeat(32));
+    expect(
+      loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32), ENCRYPTION_KEY: KEY }, noFiles).jwt.secret,
+    ).toBe('s'.repeat(32));
+  });
+
+  it('refuses to start in production without ENCRYPTION_KEY, and any environment with a key that is not 32 bytes', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }, noFiles)).toThrow(
+      /^Invalid configuration: ENCRYPTION_KEY is required when NODE_ENV=production/,
+    );
+    for (const bad of ['c2hvcnQ=', Buffer.alloc(33).toString('base64'), 'not base64!']) {
+      expect(() => loadConfig({ ENCRYPTION_KEY: bad }, noFiles)).toThrow(
+        new ConfigError(
+          'Invalid configuration: ENCRYPTION_KEY must be base64 of 32 random bytes (make one with: openssl rand -base64 32) (got (hidden))',
+        ),
+      );
+    }
+    expect(() => loadConfig({ ENCRYPTION_KEY: KEY, ENCRYPTION_KEY_PREVIOUS: 'c2hvcnQ=' }, noFiles)).toThrow(
+      /ENCRYPTION_KEY_PREVIOUS must be base64 of 32 random bytes/,
+    );
+    const both = loadConfig(
+      { ENCRYPTION_KEY: KEY, ENCRYPTION_KEY_PREVIOUS: KEY.replace('A', 'B') },
+      noFiles,
+    ).encryption;
+    expect(both).toEqual({ key: KEY, previousKey: KEY.replace('A', 'B') });
   });
 
   it.each([

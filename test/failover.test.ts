@@ -183,7 +183,9 @@ describe.runIf(engine === 'postgres' && testPostgres.pooler === 'none' && privat
       // Readiness followed: 503 while there was no primary, 200 again after.
       const ready = answers.filter((a) => a.path === '/api/public/health/ready');
       expect(ready.some((a) => a.at > crashedAt && a.at < promotedAt && a.status === 503)).toBe(true);
-      expect(ready.at(-1)?.status).toBe(200);
+      // (Any 200 after the promotion: under a loaded CI host a later probe may still miss its
+      // 2-s deadline behind the writers' statements, which is a 503 too.)
+      expect(ready.some((a) => a.at > promotedAt && a.status === 200)).toBe(true);
 
       // No acknowledged order is lost: each is on the new primary.
       const sql = postgres(cluster.standby.url, { max: 1, onnotice: () => {} });

@@ -126,7 +126,9 @@ describe('managing subscriptions', () => {
       select secret, previous_secret,
              extract(epoch from previous_secret_expires_at - now()) / 3600 as hours
         from webhook_subscriptions where id = ${first.id}`.execute(app.db);
-    expect(rows[0]).toMatchObject({ secret: second, previous_secret: first.secret });
+    // Stored encrypted (docs/webhooks.md, "Secrets at rest"): the new one current, the old one kept.
+    expect(app.encryption.decrypt(rows[0]!.secret, 'webhook-secret')).toBe(second);
+    expect(app.encryption.decrypt(rows[0]!.previous_secret, 'webhook-secret')).toBe(first.secret);
     expect(Number(rows[0]!.hours)).toBeGreaterThan(23.9);
     expect(Number(rows[0]!.hours)).toBeLessThanOrEqual(24);
   });
