@@ -20,6 +20,9 @@
 //                                     (p99), a new process each of BENCH_ROUNDS rounds
 //   npm run bench -- --topologies     GET by id and POST /api/v1/orders directly, through PgBouncer
 //                                     in transaction mode, and with a read replica configured
+//   npm run bench -- --tracing        GET by id with tracing off, and on at 10% sampling exporting
+//                                     to a local OTLP sink (BENCH_TRACING_BASELINE=<ref>: also the
+//                                     build of that ref, without the tracing code paths)
 //   npm run bench -- --scale          lists at 1M users and 1M orders (seeded through SQL): p50/p95
 //                                     of first pages, deep pages by every sort, and rel="next"
 //   npm run bench -- --webhooks       one subscription to a receiver on 127.0.0.1: the time from
@@ -918,6 +921,121 @@ async function topologies(): Promise<void> {
   }
 }
 
+// ---- tracing ----------------------------------------------------------------------------------
+
+/** An OTLP/HTTP sink on 127.0.0.1: accepts every export and counts the bytes (the load core's). */
+async function otlpSink(): Promise<{ port: number; bytes: () => number; close: () => void }> {
+  let bytes = 0;
+  const server = http.createServer((req, res) => {
+    req.on('data', (c: Buffer) => (bytes += c.length));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as { port: number }).port, bytes: () => bytes, close: () => server.close() };
+}
+
+/**
+ * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
+ * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
+ * 127.0.0.1; with BENCH_TRACING_BASELINE=<git ref>, also the build of that ref (one without the
+ * tracing code paths), on a database of its own. Interleaved rounds, a new process each.
+ */
+async function tracingCost(): Promise<void> {
+  const sink = await otlpSink();
+  const ref = process.env.BENCH_TRACING_BASELINE;
+  let baseline: { script: string; url: string } | undefined;
+  if (ref !== undefined) {
+    const dir = join(work, 'baseline');
+    execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT, stdio: 'ignore' });
+    execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
+    execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
+    const url = new URL(DB_URL);
+    url.pathname = `${url.pathname}_baseline`;
+    const admin = postgres(DB_URL, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`drop database if exists ${url.pathname.slice(1)} with (force)`);
+    await admin.unsafe(`create database ${url.pathname.slice(1)}`);
+    await admin.end();
+    baseline = { script: join(dir, 'dist/src/server.js'), url: url.toString() };
+  }
+  const base = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  try {
+    const seeder = await service('service-pg-seed', 18090, base);
+    await seed(seeder.port);
+    await stopServer(seeder);
+    if (baseline !== undefined) {
+      const env = serviceEnv(18091, { ...base, DATABASE_URL: baseline.url });
+      const old = await startServer('baseline-seed', 18091, ['--enable-source-maps', baseline.script], env);
+      await seed(old.port);
+      await stopServer(old);
+    }
+    const traced = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+    };
+    const kinds: [string, () => Promise<Server>][] = [
+      ['tracing off', () => service('service-tracing-off', 18083, base)],
+      ['tracing on, 10% sampled', () => service('service-tracing-on', 18083, { ...base, ...traced })],
+    ];
+    if (baseline !== undefined) {
+      const { script: file, url } = baseline;
+      kinds.unshift([
+        `without tracing code (${ref ?? ''})`,
+        () =>
+          startServer(
+            'service-baseline',
+            18083,
+            ['--enable-source-maps', file],
+            serviceEnv(18083, { ...base, DATABASE_URL: url }),
+          ),
+      ]);
+    }
+    const lua = script('tracing-get', byId('/api/v1/users/', USERS));
+    const results = new Map<string, Measurement[]>();
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const [kind, start] of kinds) {
+        await vacuumAnalyze();
+        const server = await start();
+        await wrk(server, lua, WARM_UP);
+        const m = await wrk(server, lua, DURATION);
+        results.set(kind, [...(results.get(kind) ?? []), m]);
+        console.log(
+          `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms`,
+        );
+        await stopServer(server);
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+    const rps = (kind: string) => median((results.get(kind) ?? []).map((m) => m.rps));
+    const rows = [['GET /api/v1/users/{id}', 'req/s', 'p99 ms', 'server µs/req', 'ratio']];
+    const off = rps('tracing off');
+    const without = rps(kinds[0]?.[0] ?? '');
+    for (const [kind] of kinds) {
+      const ms = results.get(kind) ?? [];
+      const against =
+        kind === 'tracing off'
+          ? baseline === undefined
+            ? ''
+            : `${f2(off / without)}× of the build without`
+          : kind.startsWith('tracing on')
+            ? `${f2(rps(kind) / off)}× of off`
+            : '';
+      rows.push([
+        kind,
+        f0(rps(kind)),
+        f2(median(ms.map((m) => m.p99))),
+        f1(median(ms.map((m) => m.serverUs))),
+        against,
+      ]);
+    }
+    console.log(`\n${table(rows)}\n\nOTLP bytes received by the sink: ${f0(sink.bytes())}`);
+  } finally {
+    sink.close();
+    if (baseline !== undefined)
+      execFileSync('git', ['worktree', 'remove', '--force', join(work, 'baseline')], { cwd: ROOT });
+  }
+}
+
 // ---- profile ----------------------------------------------------------------------------------
 
 const PROFILE_SECONDS = Number(process.env.BENCH_PROFILE_SECONDS ?? 20);
@@ -1438,6 +1556,7 @@ else if (flag('--scale')) await scale();
 else if (flag('--profile')) await profile();
 else if (flag('--first-wave')) await firstWave();
 else if (flag('--topologies')) await topologies();
+else if (flag('--tracing')) await tracingCost();
 else if (flag('--webhooks')) {
   // This process receives the deliveries and paces the orders: keep it on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });

@@ -26,6 +26,7 @@ import { plain } from './http/problems/to-problem.js';
 import timeouts from './http/timeouts.js';
 import requestContext, { genReqId, REQUEST_ID_LOG_LABEL } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
+import httpSpans from './tracing/http-spans.js';
 import { createMailer, type Mailer, type MailerOptions } from './mail/mailer.js';
 import { createValidatorCompiler } from './http/validation.js';
 import versioning, { versionRewriter } from './http/versioning.js';
@@ -137,6 +138,7 @@ export async function buildApp({
   // Cross-cutting plugins, one file each, in the order their hooks run: CORS headers are set
   // before authentication can refuse, so that browsers can read every error.
   const routes = new RouteTable();
+  await app.register(httpSpans); // first, so that every hook after it runs in the request's trace
   await app.register(requestContext);
   await app.register(metrics);
   await app.register(cors, { routes });

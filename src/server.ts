@@ -1,6 +1,7 @@
 // The process: config → database → migrations → app → listen, and a graceful stop on
 // SIGTERM/SIGINT (DESIGN §1): stop accepting, let in-flight requests finish, close idle
 // keep-alive sockets, close the pool, exit 0; exit 1 if that takes longer than the deadline.
+import { readFileSync } from 'node:fs';
 import closeWithGrace from 'close-with-grace';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -13,11 +14,27 @@ import { createReplicaSet } from './db/replicas.js';
 import { warmUp } from './db/prepared.js';
 import { startMetricsServer } from './http/metrics.js';
 import { logDestination } from './log-destination.js';
+import { startTracing, traceLogFields, type Tracing } from './tracing/tracing.js';
 
-export function createLogger(config: Config): Logger {
+/** The service's version, as its traces name it: package.json's, from src/ or from dist/src/. */
+function packageVersion(): string {
+  for (const path of ['../package.json', '../../package.json']) {
+    try {
+      return (JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { version: string }).version;
+    } catch {
+      // not at this depth
+    }
+  }
+  return 'unknown';
+}
+const VERSION = packageVersion();
+
+export function createLogger(config: Config, traced = false): Logger {
   const options = {
     level: config.logLevel,
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+    // While tracing is on, a line written in a request's context carries its trace_id and span_id.
+    ...(traced ? { mixin: traceLogFields } : {}),
   };
   if (config.logFormat === 'pretty') {
     return pino({
@@ -44,7 +61,15 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const logger = createLogger(config);
+  // Tracing first, so that the logger knows whether to join its lines to traces.
+  let tracing: Tracing | undefined;
+  try {
+    tracing = startTracing(process.env, VERSION);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  }
+  const logger = createLogger(config, tracing !== undefined);
   const dev = await withDevelopmentSecret(config);
   config = dev.config;
   if (dev.generated !== undefined) {
@@ -79,6 +104,7 @@ async function main(): Promise<void> {
     metricsServer?.closeAllConnections();
     await app.close();
     await db.destroy();
+    await tracing?.shutdown(); // the last spans go out
   });
 
   const address = await app.listen({ port: config.port, host: config.host });

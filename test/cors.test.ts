@@ -9,7 +9,7 @@ import { ADMIN, bearer } from './support/tokens.js';
 
 // DESIGN §10: the spec's headers plus those of the additive features, in this order.
 const ALLOWED =
-  'Content-Type, Authorization, If-Match, If-None-Match, Idempotency-Key, X-API-Version, X-Request-Id, Last-Event-ID';
+  'Content-Type, Authorization, If-Match, If-None-Match, Idempotency-Key, X-API-Version, X-Request-Id, Last-Event-ID, traceparent, tracestate';
 const EXPOSED =
   'X-Total-Count, Location, ETag, Link, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-Request-Id';
 

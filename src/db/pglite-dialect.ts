@@ -3,6 +3,7 @@
 // it for one statement; a transaction holds it for its whole life, so no other request's
 // statement can land inside it. Statements go through pglite-statements.ts: each text parsed
 // once under a name, then one exchange with the engine per execution.
+import { traceStatement } from '../tracing/db-spans.js';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -28,7 +29,7 @@ export function pgliteDialect(
   const driver = new PGliteDriver(pglite, onClose);
   return {
     dialect: postgresDialect(() => driver),
-    run: (sql, parameters) => driver.run(sql, parameters),
+    run: (sql, parameters) => traceStatement(sql, () => driver.run(sql, parameters)),
     // PGlite is one session: its only connection.
     everyConnection: async (sql, parameters) => [(await driver.run(sql, parameters)).rows],
   };
@@ -53,7 +54,7 @@ class PGliteConnection implements DatabaseConnection {
   ) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.statements.query(query.sql, query.parameters);
+    const result = await traceStatement(query.sql, () => this.statements.query(query.sql, query.parameters));
     // Kysely reads numAffectedRows only for mutations; PGlite reports it for every statement.
     return result.affectedRows === undefined
       ? { rows: result.rows as R[] }

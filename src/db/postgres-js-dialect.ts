@@ -2,6 +2,7 @@
 // go through the shared connections, where postgres.js prepares and pipelines them; only a
 // transaction reserves a connection, from BEGIN to COMMIT/ROLLBACK. Connection-level failures
 // become DatabaseUnavailable (DESIGN §7).
+import { traceStatement } from '../tracing/db-spans.js';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -51,7 +52,7 @@ export function postgresJsDialect(
     dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
     run: (sql, parameters, runOptions) =>
-      queryWithFallback(pool, options.fallback, sql, parameters, runOptions).then(
+      traceStatement(sql, () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions)).then(
         (rows) => ({ rows }),
         (error: unknown) => {
           throw translate(error);
@@ -95,10 +96,11 @@ class PostgresJsConnection implements DatabaseConnection {
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     try {
-      const result =
+      const result = await traceStatement(query.sql, () =>
         this.#reserved === undefined
-          ? await queryWithFallback(this.pool, this.fallback, query.sql, query.parameters)
-          : await this.#onReserved(query.sql, query.parameters);
+          ? queryWithFallback(this.pool, this.fallback, query.sql, query.parameters)
+          : this.#onReserved(query.sql, query.parameters),
+      );
       return MUTATIONS.has(result.command)
         ? { rows: [...result] as R[], numAffectedRows: BigInt(result.count) }
         : { rows: [...result] as R[] };
@@ -123,8 +125,11 @@ class PostgresJsConnection implements DatabaseConnection {
     }
     const statement = beginStatement(settings);
     try {
-      if (this.afterBegin === undefined) await this.#onReserved(statement, []);
-      else await this.#onReserved(`${statement}; ${this.afterBegin}`, [], true);
+      await traceStatement(statement, () =>
+        this.afterBegin === undefined
+          ? this.#onReserved(statement, [])
+          : this.#onReserved(`${statement}; ${this.afterBegin}`, [], true),
+      );
     } catch (error) {
       this.#release();
       // A BEGIN lost with a stale connection changed nothing: once more, on a fresh one.
@@ -143,7 +148,7 @@ class PostgresJsConnection implements DatabaseConnection {
     // transaction is over either way, and the COMMIT's own error is the one to surface.
     if (statement === 'rollback' && this.#reserved === undefined) return;
     try {
-      await this.#onReserved(statement, []);
+      await traceStatement(statement, () => this.#onReserved(statement, []));
     } catch (error) {
       throw translate(error);
     } finally {

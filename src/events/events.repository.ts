@@ -26,6 +26,8 @@ export interface LeasedDelivery {
   subject: string;
   time: Date;
   data: string;
+  /** The `traceparent` of the request that wrote the event (tracing on and sampled), else null. */
+  trace_context: string | null;
 }
 
 /** A new event's deliveries: the ids of those to claim, and those leased to this process at insert. */
@@ -69,7 +71,8 @@ function handedOver(deliveries: string, event: string): RawBuilder<string | null
     select json_agg(case when d.leased then json_build_object(
              'id', d.id, 'subscription_id', d.subscription_id, 'url', s.url, 'secret', s.secret,
              'previous_secret', s.previous_secret, 'previous_secret_expires_at', s.previous_secret_expires_at,
-             'event_id', e.id, 'event_type', e.type, 'subject', e.subject, 'time', e.time, 'data', e.data)
+             'event_id', e.id, 'event_type', e.type, 'subject', e.subject, 'time', e.time, 'data', e.data,
+             'trace_context', e.trace_context)
            else to_json(d.id) end)::text
       from ${sql.table(deliveries)} d
       join ${sql.table(event)} e on e.sequence = d.event_sequence
@@ -113,9 +116,9 @@ export async function insertEvent(
 ): Promise<NewDeliveries> {
   const { rows } = await sql<{ deliveries: string | null }>`
     with e as (
-      insert into events (id, type, subject, time, data, owner)
-      values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner})
-      returning sequence, id, type, subject, time, data
+      insert into events (id, type, subject, time, data, owner, trace_context)
+      values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner}, ${row.trace_context ?? null})
+      returning sequence, id, type, subject, time, data, trace_context
     ),
     d as (${fanOut('e', leaseMs)})
     select ${handedOver('d', 'e')} as deliveries`.execute(db);
@@ -131,6 +134,8 @@ export interface EventOfRow {
   subject: RawBuilder<string>;
   data: RawBuilder<string>;
   owner: RawBuilder<number>;
+  /** Each row's `traceparent`, or null (see EventsTable.trace_context). */
+  traceContext: RawBuilder<string | null>;
   /** See fanOut. */
   leaseMs: number | null;
 }
@@ -143,11 +148,11 @@ export interface EventOfRow {
 export function recordEventWith(source: string, event: EventOfRow): RawBuilder<unknown> {
   return sql`
     recorded_event as (
-      insert into events (id, type, subject, time, data, owner)
+      insert into events (id, type, subject, time, data, owner, trace_context)
       select ${event.id}::uuid, ${event.type}::text, ${event.subject}, ${event.time}::timestamptz, ${event.data},
-             ${event.owner}
+             ${event.owner}, ${event.traceContext}
         from ${sql.table(source)}
-      returning sequence, id, type, subject, time, data
+      returning sequence, id, type, subject, time, data, trace_context
     ),
     recorded_deliveries as (${fanOut('recorded_event', event.leaseMs)})`;
 }

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
 import { afterCommit, databaseOf } from '../db/transact.js';
+import { activeTraceparent } from '../tracing/tracing.js';
 import type { EventType } from './event-types.js';
 import { insertEvent, type EventRow, type LeasedDelivery, type NewDeliveries } from './events.repository.js';
 export {
@@ -89,7 +90,7 @@ export function eventsRecorded(): number {
 
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  const row = { ...event, id: randomUUID(), time: new Date() };
+  const row = { ...event, id: randomUUID(), time: new Date(), trace_context: activeTraceparent() };
   eventRecorded(trx, await insertEvent(trx, row, deliveryLease(trx, event.type)));
 }
 

@@ -23,7 +23,7 @@ export interface CorsPolicy {
 
 const MAX_AGE = 3600;
 // DESIGN §10: the spec's two, and those of the additive features (conditional requests,
-// idempotency keys, header versioning, request ids, resumable event streams).
+// idempotency keys, header versioning, request ids, resumable event streams, W3C Trace Context).
 const ALLOWED_HEADERS = [
   'Content-Type',
   'Authorization',
@@ -33,6 +33,8 @@ const ALLOWED_HEADERS = [
   'X-API-Version',
   'X-Request-Id',
   'Last-Event-ID',
+  'traceparent',
+  'tracestate',
 ];
 // DESIGN §10, §11: the spec's two, then validators, page links, when to retry, replays, the
 // quota, and the request id to quote in a support ticket.

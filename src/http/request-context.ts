@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 import fp from 'fastify-plugin';
+import { requestLogFields } from '../tracing/tracing.js';
 
 const kRouteOptions = Symbol('routeOptions');
 
@@ -131,6 +132,7 @@ async function requestContext(app: FastifyInstance): Promise<void> {
       url: request.originalUrl,
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
+      ...requestLogFields(request), // trace_id and span_id while tracing is on
     };
     // Written through the app's logger with the id in the line (the fields a child's line
     // has), so that no child logger is made for it. Health probes arrive every few seconds

@@ -1,4 +1,5 @@
 // SQL for orders and their items.
+import { activeTraceparent } from '../tracing/tracing.js';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
@@ -105,7 +106,7 @@ const orderV1Json = (o: string) => {
  * row per order, in their order; the locked stock and the deliveries on the first row only.
  */
 const placeStatement = prepare(
-  7,
+  8,
   (
     db,
     customerIds: string,
@@ -115,15 +116,16 @@ const placeStatement = prepare(
     quantities: string,
     at: Date,
     leaseMs: number | null,
+    traceContexts: string | null,
   ) =>
     compilable<PlacementRow>(
       db,
       sql`
       with req as (
-        select r.ord::int as ord, r.customer_id, r.event_id,
+        select r.ord::int as ord, r.customer_id, r.event_id, nullif(r.trace_context, '') as trace_context,
                exists (select 1 from users u where u.id = r.customer_id) as found
-          from unnest(string_to_array(${customerIds}, ',')::bigint[], string_to_array(${eventIds}, ',')::uuid[])
-               with ordinality as r(customer_id, event_id, ord)
+          from unnest(string_to_array(${customerIds}, ',')::bigint[], string_to_array(${eventIds}, ',')::uuid[],
+                      string_to_array(${traceContexts}, ',')) with ordinality as r(customer_id, event_id, trace_context, ord)
       ),
       wanted as (
         select w.ord, w.product_id, w.quantity, (row_number() over (partition by w.ord order by w.n))::int as line_no
@@ -176,7 +178,7 @@ const placeStatement = prepare(
         select l.order_id, l.line_no, l.product_id, l.name, l.quantity, l.price from lines l
       ),
       placed_event as (
-        select o.*, r.event_id from placed o join accepted a on a.id = o.id join req r on r.ord = a.ord
+        select o.*, r.event_id, r.trace_context from placed o join accepted a on a.id = o.id join req r on r.ord = a.ord
       ),
       ${recordEventWith('placed_event', {
         id: sql<string>`placed_event.event_id`,
@@ -185,6 +187,7 @@ const placeStatement = prepare(
         subject: sql<string>`'orders/' || placed_event.id`,
         data: orderV1Json('placed_event'),
         owner: sql<number>`placed_event.customer_id`,
+        traceContext: sql<string | null>`placed_event.trace_context`,
         leaseMs,
       })}
       select r.found as customer_found,
@@ -207,6 +210,7 @@ const placeStatement = prepare(
       '1,1',
       new Date(0),
       null,
+      null,
     ],
   },
 );
@@ -216,6 +220,8 @@ interface OrderToPlace {
   customerId: number;
   lines: readonly (readonly [productId: number, quantity: number])[];
   leaseMs: number | null;
+  /** The placing request's `traceparent`, for its event (tracing on and sampled), else null. */
+  traceContext: string | null;
 }
 
 /** At most this many orders share a statement: PostgreSQL's cost per order is ~130 µs at 16 (docs/benchmark.md). */
@@ -234,7 +240,7 @@ export function placeOrderRows(
   lines: readonly (readonly [productId: number, quantity: number])[],
   leaseMs: number | null,
 ): Promise<Placement> {
-  const order = { customerId, lines, leaseMs };
+  const order = { customerId, lines, leaseMs, traceContext: activeTraceparent() };
   if (db.isTransaction) return placeAlone(db, order);
   let batcher = batchers.get(db);
   if (batcher === undefined) {
@@ -285,6 +291,10 @@ async function placeOrders(db: Db, orders: OrderToPlace[]): Promise<(Placement |
       quantities.join(','),
       new Date(),
       orders[0]?.leaseMs ?? null,
+      // One entry per order ('' for none); null when none has one (tracing off: the common case).
+      orders.some((order) => order.traceContext !== null)
+        ? orders.map((order) => order.traceContext ?? '').join(',')
+        : null,
     );
   } catch (error) {
     if (several && isRowError(error)) return orders.map((order) => placeAlone(db, order));

@@ -33,6 +33,7 @@ import {
   type ClaimedDelivery,
 } from './deliveries.repository.js';
 import { signatureHeader } from './signing.js';
+import { deliverySpan } from '../tracing/delivery-spans.js';
 
 /** The channel an instance notifies after it queued deliveries (LISTENed by every dispatcher). */
 const NOTIFY_CHANNEL = 'resource_api_webhooks';
@@ -296,6 +297,8 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     let responseStatus: number | null = null;
     let error: string | null = null;
     let timer: NodeJS.Timeout | undefined;
+    // A CLIENT span in the trace of the request that wrote the event, its traceparent sent on.
+    const span = deliverySpan(d);
     try {
       const secrets =
         d.previous_secret !== null &&
@@ -325,6 +328,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
           'webhook-id': d.event_id,
           'webhook-timestamp': String(timestamp),
           'webhook-signature': signatureHeader(secrets, d.event_id, timestamp, body),
+          ...span?.headers,
         },
         signal: controller.signal,
       });
@@ -335,6 +339,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     } finally {
       clearTimeout(timer);
       answered();
+      span?.end(responseStatus, error);
     }
     if (responseStatus !== null && responseStatus >= 200 && responseStatus < 300) {
       await markDelivered(d, responseStatus);

@@ -20,6 +20,10 @@ import { sql, type Kysely } from 'kysely';
 //
 // Neither new column is indexed, so a claim's update stays in place (HOT, migration 0013).
 //
+// `events.trace_context`: the W3C `traceparent` of the request that wrote the event, while
+// tracing is on and that request is sampled (docs/tracing.md); a delivery's attempt is a span of
+// that trace and sends it on. The claim returns it.
+//
 // Plans that do not depend on the statistics. The function's plans are generic and kept for the
 // session, made from the statistics of its first call; the two partial indexes (due, subject)
 // hold only the undelivered rows, so planned while few were undelivered they look nearly empty,
@@ -35,6 +39,7 @@ import { sql, type Kysely } from 'kysely';
 //   events and subscriptions), so no join can start from a whole scan; the claim by ids tests the
 //   status through coalesce(), which no partial index's predicate is proven from.
 export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`alter table events add column trace_context text`.execute(db);
   await sql`drop index webhook_deliveries_due_idx`.execute(db);
   await sql`create index webhook_deliveries_due_idx on webhook_deliveries (next_attempt_at, id)
     where status in ('pending', 'failed') and next_attempt_at is not null`.execute(db);
@@ -49,7 +54,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     returns table (
       id bigint, subscription_id bigint, attempts integer, fencing_token integer, url text, secret text,
       previous_secret text, previous_secret_expires_at timestamptz, event_id text, event_type text, subject text,
-      "time" timestamptz, data text)
+      "time" timestamptz, data text, trace_context text)
     language plpgsql
     set plan_cache_mode = force_generic_plan
     set enable_sort = off
@@ -108,7 +113,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
          where w.id = any (picked)
         returning w.id, w.subscription_id, w.attempts, w.fencing_token, w.event_sequence)
       select c.id, c.subscription_id, c.attempts, c.fencing_token, s.url, s.secret, s.previous_secret,
-             s.previous_secret_expires_at, e.id::text, e.type, e.subject, e.time, e.data
+             s.previous_secret_expires_at, e.id::text, e.type, e.subject, e.time, e.data, e.trace_context
         from claimed c
         join webhook_subscriptions s on s.id = c.subscription_id and s.id = any (subscriptions)
         join events e on e.sequence = c.event_sequence and e.sequence = any (sequences);

@@ -1,0 +1,75 @@
+// The SERVER span of each request (docs/tracing.md), registered only while tracing is on. An
+// incoming `traceparent`/`tracestate` continues the caller's trace. The span is named
+// `<METHOD> <route>` (the route as declared, `/api/v1/users/:id`), carries the stable HTTP
+// semantic conventions, and is an error only for a 5xx: a 404 or a 422 is the API working.
+// Everything the request runs afterwards (hooks, handler, statements) runs in its context.
+import type { IncomingHttpHeaders } from 'node:http';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { routeOptionsOf } from '../http/request-context.js';
+import { kSpan, tracer } from './tracing.js';
+
+type WithSpan = FastifyRequest & { [kSpan]?: Span };
+
+const headerGetter = {
+  keys: (carrier: IncomingHttpHeaders) => Object.keys(carrier),
+  get: (carrier: IncomingHttpHeaders, key: string) => carrier[key],
+};
+
+async function httpSpans(app: FastifyInstance): Promise<void> {
+  const t = tracer();
+  if (t === undefined) return;
+  app.decorateRequest(kSpan, undefined);
+
+  app.addHook('onRequest', (request, _reply, done) => {
+    const parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
+    const route = routeOptionsOf(request).url;
+    const question = request.url.indexOf('?');
+    const span = t.startSpan(
+      route === undefined ? request.method : `${request.method} ${route}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'http.request.method': request.method,
+          'url.path': question === -1 ? request.url : request.url.slice(0, question),
+          'url.scheme': request.protocol,
+          ...(route === undefined ? {} : { 'http.route': route }),
+          'client.address': request.ip,
+          'network.protocol.version': request.raw.httpVersion,
+          ...(request.headers['user-agent'] === undefined
+            ? {}
+            : { 'user_agent.original': request.headers['user-agent'] }),
+        },
+      },
+      parent,
+    );
+    (request as WithSpan)[kSpan] = span;
+    context.with(trace.setSpan(parent, span), done);
+  });
+
+  const end = (request: FastifyRequest, status: number | undefined) => {
+    // Kept on the request once ended: the access line, written later, names its ids.
+    const span = (request as WithSpan)[kSpan];
+    if (span === undefined || !span.isRecording()) return;
+    if (status !== undefined) {
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.setAttribute('error.type', String(status));
+      }
+    }
+    span.end();
+  };
+  app.addHook('onResponse', (request, reply, done) => {
+    end(request, reply.statusCode);
+    done();
+  });
+  // A client that went away before the answer: the span ends without a status.
+  app.addHook('onRequestAbort', (request, done) => {
+    end(request, undefined);
+    done();
+  });
+}
+
+export default fp(httpSpans, { name: 'tracing-http-spans' });

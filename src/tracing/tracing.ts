@@ -1,0 +1,116 @@
+// OpenTelemetry tracing (docs/tracing.md). Off unless an OTLP endpoint is set
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); then spans go out over
+// OTLP/HTTP, protobuf or JSON, configured by the standard OTEL_* variables only, through the
+// OpenTelemetry JS SDK: the exporter reads its endpoint, headers, time-out and compression, the
+// batch processor its OTEL_BSP_* settings, the provider its sampler (OTEL_TRACES_SAMPLER, _ARG)
+// and the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+//
+// What the SDK does not know is done here, once: the SERVER span of a request
+// (http-spans.ts), a CLIENT span per database statement (db-spans.ts, called by both
+// dialects), the trace context an event keeps for its webhook deliveries, and the trace ids on
+// log lines. With tracing off, `tracer()` is undefined and each of those is one comparison.
+import { context, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+
+export type Env = Record<string, string | undefined>;
+
+let active: Tracer | undefined;
+
+/** The service's tracer while tracing is on; undefined when it is off. */
+export function tracer(): Tracer | undefined {
+  return active;
+}
+
+export interface Tracing {
+  /** Sends what is buffered (tests, and shutdown). */
+  flush(): Promise<void>;
+  /** Flushes and stops: no span is recorded afterwards. */
+  shutdown(): Promise<void>;
+}
+
+const set = (value: string | undefined) => (value === undefined || value.trim() === '' ? undefined : value.trim());
+
+/** Whether the environment turns tracing on: an OTLP endpoint for traces is set. */
+export function tracingRequested(env: Env): boolean {
+  return (
+    set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) !== undefined || set(env.OTEL_EXPORTER_OTLP_ENDPOINT) !== undefined
+  );
+}
+
+/** The OTLP protocol asked for; only the HTTP ones are served (a message otherwise). */
+export function otlpProtocol(env: Env): 'http/protobuf' | 'http/json' | { invalid: string } {
+  const protocol =
+    set(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? set(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? 'http/protobuf';
+  if (protocol === 'http/protobuf' || protocol === 'http/json') return protocol;
+  const name =
+    set(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) === undefined
+      ? 'OTEL_EXPORTER_OTLP_PROTOCOL'
+      : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
+  return {
+    invalid: `Invalid configuration: ${name} must be http/protobuf or http/json (got ${JSON.stringify(protocol)})`,
+  };
+}
+
+/**
+ * Starts tracing when the environment asks for it (the SDK reads the OTEL_* variables from
+ * process.env); undefined when it does not. Throws with one line when the protocol is not one
+ * served. Call once, before the app is built.
+ */
+export function startTracing(env: Env = process.env, version = 'unknown'): Tracing | undefined {
+  if (!tracingRequested(env)) return undefined;
+  const protocol = otlpProtocol(env);
+  if (typeof protocol !== 'string') throw new Error(protocol.invalid);
+  const resource = resourceFromAttributes({ 'service.name': 'resource-api', 'service.version': version }).merge(
+    detectResources({ detectors: [envDetector] }),
+  );
+  const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter();
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  provider.register({ propagator: new W3CTraceContextPropagator() });
+  active = provider.getTracer('resource-api', version);
+  return {
+    flush: () => provider.forceFlush(),
+    shutdown: async () => {
+      active = undefined;
+      await provider.shutdown();
+    },
+  };
+}
+
+/** `traceparent` (and `tracestate`) of a context's span, as W3C Trace Context carries them. */
+export function carrierOf(ctx: Context): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(ctx, carrier);
+  return carrier;
+}
+
+/** The `traceparent` of the active span when it is sampled: what an event keeps (outbox). */
+export function activeTraceparent(): string | null {
+  if (active === undefined) return null;
+  const span = trace.getSpan(context.active());
+  if (span === undefined || (span.spanContext().traceFlags & 1) === 0) return null;
+  return carrierOf(context.active()).traceparent ?? null;
+}
+
+/** The log fields that join a line to its trace (pino's mixin while tracing is on). */
+export function traceLogFields(): Record<string, string> {
+  const span = trace.getSpan(context.active());
+  return span === undefined ? {} : logFieldsOf(span);
+}
+
+export function logFieldsOf(span: Span): Record<string, string> {
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
+}
+
+/** Where http-spans.ts keeps a request's SERVER span. */
+export const kSpan = Symbol('tracing.span');
+
+/** The log fields of a request's SERVER span (its access line); none while tracing is off. */
+export function requestLogFields(request: object): Record<string, string> | undefined {
+  const span = (request as { [kSpan]?: Span })[kSpan];
+  return span === undefined ? undefined : logFieldsOf(span);
+}
