@@ -97,11 +97,19 @@ afterAll(async () => {
   }
 });
 
-const { app, logs } = await buildTestApp({
-  WEBHOOK_DISPATCHER: 'true',
-  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-  WEBHOOK_POLL_MS: '50',
-});
+const { app, logs } = await buildTestApp(
+  { WEBHOOK_DISPATCHER: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '50' },
+  {
+    // A route that fails as a bug would: the 500 its span must mark as an error.
+    plugins: [
+      async (instance) => {
+        instance.get('/test/boom', { config: { scope: 'users:read' } }, async () => {
+          throw new Error('boom');
+        });
+      },
+    ],
+  },
+);
 const api = asAdmin(app);
 
 async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5000): Promise<T> {
@@ -178,6 +186,12 @@ describe('a read', () => {
     const server = await serverSpanOf(String(missing.headers['x-request-id']));
     expect(server.attributes['http.response.status_code']).toBe(404);
     expect(server.span.status?.code ?? 0).not.toBe(ERROR);
+
+    const failed = await api({ method: 'GET', url: '/test/boom' });
+    expect(failed.statusCode).toBe(500);
+    const broken = await serverSpanOf(String(failed.headers['x-request-id']));
+    expect(broken.span.status?.code).toBe(ERROR);
+    expect(broken.attributes).toMatchObject({ 'http.response.status_code': 500, 'error.type': '500' });
   });
 
   it('answers CORS preflights that ask to send traceparent and tracestate', async () => {

@@ -28,23 +28,22 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
     const question = request.url.indexOf('?');
     const span = t.startSpan(
       route === undefined ? request.method : `${request.method} ${route}`,
-      {
-        kind: SpanKind.SERVER,
-        attributes: {
-          'http.request.method': request.method,
-          'url.path': question === -1 ? request.url : request.url.slice(0, question),
-          'url.scheme': request.protocol,
-          ...(route === undefined ? {} : { 'http.route': route }),
-          'client.address': request.ip,
-          'network.protocol.version': request.raw.httpVersion,
-          ...(request.headers['user-agent'] === undefined
-            ? {}
-            : { 'user_agent.original': request.headers['user-agent'] }),
-        },
-      },
+      { kind: SpanKind.SERVER },
       parent,
     );
     (request as WithSpan)[kSpan] = span;
+    // Not sampled (most requests, at a ratio): no attributes and no context to carry. Its access
+    // line still names its ids; its statements and events, like it, are not recorded.
+    if (!span.isRecording()) return done();
+    span.setAttributes({
+      'http.request.method': request.method,
+      'url.path': question === -1 ? request.url : request.url.slice(0, question),
+      'url.scheme': request.protocol,
+      ...(route === undefined ? {} : { 'http.route': route }),
+      'client.address': request.ip,
+      'network.protocol.version': request.raw.httpVersion,
+      ...(request.headers['user-agent'] === undefined ? {} : { 'user_agent.original': request.headers['user-agent'] }),
+    });
     context.with(trace.setSpan(parent, span), done);
   });
 
