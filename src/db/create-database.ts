@@ -4,7 +4,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Kysely } from 'kysely';
 import type { Config } from '../config.js';
-import type { Database } from './database.js';
+import { trackAnswers, type Database } from './database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
 import { postgresJsDialect } from './postgres-js-dialect.js';
@@ -143,5 +143,6 @@ function postgresDatabase(
     await destroy();
     await pool.end({ timeout: 5 });
   };
+  trackAnswers(db, (withinMs) => pool.answeredWithin(withinMs));
   return { db: withDirectRun(db, run, everyConnection, size), pool };
 }

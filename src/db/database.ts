@@ -25,13 +25,24 @@ export interface Database {
 /** A repository's first argument: the database, or the transaction it must run inside. */
 export type Db = Kysely<Database> | Transaction<Database>;
 
-/** One round trip to the database (readiness, DESIGN §8); throws when it cannot be reached. */
+/** Whether a database answered a statement just now (its pool knows: PostgresPool.answeredWithin). */
+const answeredRecently = new WeakMap<object, (withinMs: number) => boolean>();
+
+export function trackAnswers(db: Db, answeredWithin: (withinMs: number) => boolean): void {
+  answeredRecently.set(db, answeredWithin);
+}
+
 /**
- * Asks the database for `select 1`. A database that does not answer within `withinMs` (no
- * primary during a failover: the driver waits for one) is unavailable now: a load balancer's
- * probe gets its 503 at once instead of hanging.
+ * Whether the database can be reached (readiness, DESIGN §8); throws DatabaseUnavailable when
+ * not. A database that answered one of the service's own statements in the last `freshMs`, with
+ * no connection lost since, is reachable without asking again: under load a probe's `select 1`
+ * would wait behind the requests' statements and could miss its deadline while every one of
+ * them is answered. Otherwise it asks for `select 1`; a database that does not answer within
+ * `withinMs` (no primary during a failover: the driver waits for one) is unavailable now: a
+ * load balancer's probe gets its 503 at once instead of hanging.
  */
-export async function pingDatabase(db: Db, withinMs = 2000): Promise<void> {
+export async function pingDatabase(db: Db, withinMs = 2000, freshMs = 1000): Promise<void> {
+  if (answeredRecently.get(db)?.(freshMs) === true) return;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new DatabaseUnavailable()), withinMs);

@@ -28,6 +28,7 @@ import postgres, {
   type Sql,
 } from 'postgres';
 import { inlineParameters } from './inline-parameters.js';
+import { isConnectionError } from './pg-errors.js';
 
 export function connectionLost(): Error {
   return Object.assign(new Error('The connection closed during a transaction'), { code: 'CONNECTION_CLOSED' });
@@ -86,6 +87,9 @@ export class PostgresPool {
   readonly inline: boolean;
   /** Statements sent so far (the db_queries_total metric reads it). */
   statements = 0;
+  /** When a plain statement last got its answer, and when one last lost its connection (performance.now()). */
+  #answeredAt = Number.NEGATIVE_INFINITY;
+  #lostAt = Number.NEGATIVE_INFINITY;
 
   /** `pipelineDepth`: plain queries in flight on one connection before the next one is used. */
   constructor(
@@ -104,6 +108,7 @@ export class PostgresPool {
         ...options,
         max: 1,
         onclose: (id) => {
+          this.#lostAt = performance.now();
           options.onclose?.(id);
           client.onClose?.();
         },
@@ -144,13 +149,23 @@ export class PostgresPool {
     return pending.then(
       (rows) => {
         client.inflight--;
+        this.#answeredAt = performance.now();
         return rows;
       },
       (error: unknown) => {
         client.inflight--;
+        if (isConnectionError(error)) this.#lostAt = performance.now();
         throw error;
       },
     );
+  }
+
+  /**
+   * The server answered a statement within the last `withinMs`, and none has lost its connection
+   * since: it is reachable now, as surely as one more `select 1` would tell (readiness).
+   */
+  answeredWithin(withinMs: number): boolean {
+    return this.#answeredAt > this.#lostAt && performance.now() - this.#answeredAt < withinMs;
   }
 
   /** One statement on `sql` (a pooled or a reserved connection), as this pool sends them. */
