@@ -75,7 +75,7 @@ async function main(): Promise<void> {
   if (dev.generated !== undefined) {
     logger.warn(
       { secretFile: dev.generated },
-      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get one with: npm run token -- --sub 1 --scope "admin users:read users:write orders:read orders:write products:read products:write"`,
+      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get the development token (user 1, every scope) with: TOKEN=$(npm run -s token)`,
     );
   }
 

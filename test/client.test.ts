@@ -1,8 +1,10 @@
 // The typed client (clients/typescript) against the real service on a socket, both engines:
 // typed calls, problems as typed errors, paging through Link, ETags, and retries that are safe
 // with an Idempotency-Key. Its types are generated from the served document and must match it.
+import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -189,5 +191,23 @@ describe('retries with an Idempotency-Key', () => {
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ProblemError);
     expect(sent).toBe(1);
+  });
+});
+
+describe('the example in clients/typescript/examples', () => {
+  it('runs as its header says, importing the client by its package name, and prints each step', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, '../clients/typescript/examples/place-an-order.ts')],
+      { env: { PATH: process.env.PATH ?? '', TOKEN: token, BASE_URL: baseUrl }, cwd: join(import.meta.dirname, '..') },
+    );
+
+    expect(stdout.trim().split('\n')).toEqual([
+      expect.stringMatching(/^product \d+: Example mug at 12\.5, 10 in stock$/),
+      expect.stringMatching(/^customer \d+: customer-\w+@example\.com$/),
+      expect.stringMatching(/^order \d+: PENDING, total 37\.5, etag "1"$/),
+      expect.stringMatching(/^order \d+: CONFIRMED, etag "2"$/),
+      'a stale If-Match: 412 Precondition Failed',
+    ]);
   });
 });

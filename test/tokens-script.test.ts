@@ -1,5 +1,6 @@
-// DESIGN §1-2: the development secret is generated once into DATA_DIR, start-up says how to
-// get a token, and `npm run token` prints one the service accepts.
+// The development secret is generated once into DATA_DIR, start-up says how to get a token
+// (the README's command, word for word), and `npm run token` prints one the service accepts:
+// without options the development token (user 1, every scope), with them the token asked for.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -43,17 +44,48 @@ describe.runIf(engine === 'pglite')('development secret and npm run token', asyn
 
     expect(secret.trim()).toMatch(/^[A-Za-z0-9_-]{64}$/);
     expect((await stat(secretFile)).mode & 0o777).toBe(0o600);
-    expect(server.logs.some((l) => l.level === 40 && String(l.msg).includes('npm run token -- --sub 1'))).toBe(true);
+    expect(server.logs.some((l) => l.level === 40 && String(l.msg).includes('TOKEN=$(npm run -s token)'))).toBe(true);
     expect(response.status).toBe(404);
     expect(await readFile(secretFile, 'utf8')).toBe(secret);
   });
 
-  it('says how to use it when --sub is missing', async () => {
-    const failed = exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts'], { cwd: ROOT, env });
+  it('prints the development token without options: user 1, every scope, for 24 hours', async () => {
+    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts'], { cwd: ROOT, env });
+    const claims = JSON.parse(Buffer.from(stdout.trim().split('.')[1]!, 'base64url').toString()) as {
+      sub: string;
+      scope: string;
+      iat: number;
+      exp: number;
+    };
 
+    expect(claims.sub).toBe('1');
+    expect(claims.scope.split(' ').sort()).toEqual(
+      [
+        'admin',
+        'orders:read',
+        'orders:write',
+        'products:read',
+        'products:write',
+        'users:read',
+        'users:write',
+        'webhooks:read',
+        'webhooks:write',
+      ].sort(),
+    );
+    expect(claims.exp - claims.iat).toBe(24 * 3600);
+  });
+
+  it('answers --help with its usage, and an unknown option with an error and the usage', async () => {
+    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts', '--help'], {
+      cwd: ROOT,
+      env,
+    });
+    const failed = exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts', '--user', '5'], { cwd: ROOT, env });
+
+    expect(stdout).toContain('usage: npm run -s token [-- options]');
     await expect(failed).rejects.toMatchObject({
       code: 1,
-      stderr: expect.stringContaining('usage: npm run token -- --sub <user id>'),
+      stderr: expect.stringMatching(/Unknown option '--user'[\s\S]*usage: npm run -s token/),
     });
   });
 });
