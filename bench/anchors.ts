@@ -9,7 +9,7 @@
 //                                      the same through the service's own PGlite statement path
 //                                      (a named statement, one exchange per query: pglite-statements.ts)
 //   anchors.ts fastify <port>          the liveness probe's answer from a bare Fastify route, with the
-//                                      six headers DESIGN §7 puts on it (request id, nosniff, Vary, two
+//                                      six headers every answer carries (request id, nosniff, Vary, two
 //                                      CORS headers, Cache-Control) and nothing else: the floor of the
 //                                      decided stack for that answer
 import { createServer, type ServerResponse } from 'node:http';

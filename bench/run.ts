@@ -177,7 +177,7 @@ function postgresDelta(
  * database on another machine; `server` pins them beside the servers; `none` leaves them to the
  * scheduler. Unpinned, where the scheduler happened to put the backends that serve a process
  * (beside it or beside wrk) decided its rate by up to 1.5×, so two processes of one build were
- * not comparable (docs/benchmark.md, "Partial runs F"). Backends inherit the postmaster's
+ * not comparable (docs/benchmark-log.md, "Partial runs F"). Backends inherit the postmaster's
  * affinity, so the ones opened later are pinned too; every process is given all cores back at exit.
  */
 const POSTGRES_CORE = process.env.BENCH_POSTGRES_CORE ?? 'load';
@@ -415,7 +415,7 @@ const serviceEnv = (port: number, extra: Record<string, string>) => ({
   LOG_FORMAT: 'json',
   CORS_ALLOWED_ORIGINS: ORIGIN,
   METRICS_PORT: String(port + 1000),
-  // Quotas on and counted, but never reached (DESIGN §11); the cases below compare them off.
+  // Quotas on and counted, but never reached (docs/api-guide.md#rate-limits); the cases below compare them off.
   RATE_LIMIT_PER_MINUTE: '1000000000',
   RATE_LIMIT_ANONYMOUS_PER_MINUTE: '1000000000',
   ...extra,
@@ -482,7 +482,7 @@ async function vacuumAnalyze(): Promise<void> {
 /**
  * A server of the ratio table, started afresh before every round after the first. A process
  * is a draw: where its memory, its threads and its PostgreSQL backends land moves its rate by up
- * to 1.5× here (docs/benchmark.md, "Partial runs F" and "Run G"), and a draw kept for the whole
+ * to 1.5× here (docs/benchmark-log.md, "Partial runs F" and "Run G"), and a draw kept for the whole
  * run weighs on every round alike. A new process per round makes each round a new draw, so the
  * medians compare builds, not draws. Each case is warmed up (WARM_UP s of its own load) before it
  * is measured.
@@ -560,8 +560,8 @@ async function ratios(): Promise<void> {
       lua: script('anchor-pglite-named', byId('/api/v1/users/', USERS)),
     },
     {
-      // The floor of the decided stack for the probe's answer: what Fastify and DESIGN §7's
-      // headers cost before any of the service's own work (docs/benchmark.md, "Not reached").
+      // The floor of the decided stack for the probe's answer: what Fastify and the six headers
+      // every answer carries cost before any of the service's own work (docs/benchmark-log.md, "Not reached").
       name: 'anchor: Fastify route, the probe answer + its six headers',
       slot: fastifyAnchor,
       lua: script('anchor-fastify', fixed('/api/public/health/live')),
@@ -711,7 +711,7 @@ const SOAK_WARM_UP = Number(process.env.BENCH_SOAK_WARM_UP ?? 60);
  * GET by id, then the mixed load, each SOAK_MINUTES without pause, in 30-s slices; after each, a
  * new process of the same build beside the soaked one (bench/soak.ts). With --soak-decaying, the
  * instrument itself is checked: the GET load on bare node:http + postgres.js with `max: 4`, the
- * shape that decays (docs/benchmark.md), which the verdict must call "decays".
+ * shape that decays (docs/benchmark-log.md), which the verdict must call "decays".
  */
 async function soak(): Promise<void> {
   const env = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
@@ -783,7 +783,7 @@ async function soak(): Promise<void> {
  * A new instance's first orders: a fresh process, 3 s of reads, then orders from 64 connections.
  * The p99 of their first second against the next two seconds' shows what a new instance's first
  * wave pays for connections that have never run the order statement (src/db/prepared.ts,
- * warmUp, docs/benchmark.md). Each round is a new process on the same seeded database.
+ * warmUp, docs/benchmark-log.md). Each round is a new process on the same seeded database.
  */
 async function firstWave(): Promise<void> {
   const env = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
@@ -850,7 +850,7 @@ async function pools(): Promise<void> {
 // ---- topologies -------------------------------------------------------------------------------
 
 /**
- * What the production topologies cost a request (docs/benchmark.md, "Topologies"): the same
+ * What the production topologies cost a request (docs/benchmark-log.md, "Topologies"): the same
  * database directly and through PgBouncer in transaction mode (.ci/pgbouncer.sh, on its own
  * port), and an instance with a read replica configured against one without. The replica list
  * names a server that is not a standby, so that every read still goes to the primary: the

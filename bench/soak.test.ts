@@ -55,7 +55,7 @@ describe('the soak verdict', () => {
   });
 
   it('judges throughput by the fitted line, not by two minutes of scatter', () => {
-    // The GET soak of docs/benchmark.md's earlier run: slices scatter ±15% in no order, and the
+    // The GET soak of docs/benchmark-log.md's earlier run: slices scatter ±15% in no order, and the
     // first is the highest of all. Last minute / first: 0.87×; the fitted line: 1.04×.
     const rps = [
       4366, 3556, 3191, 3376, 3150, 3746, 3622, 4311, 3747, 3738, 3869, 4149, 4219, 3628, 3782, 4038, 4234, 3715, 3521,

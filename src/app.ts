@@ -42,7 +42,7 @@ declare module 'fastify' {
     db: Kysely<Database>;
     /** Outgoing mail (the password reset's link). */
     mailer: Mailer;
-    /** A host's addresses, for the webhook URL checks (DESIGN §12). */
+    /** A host's addresses, for the webhook URL checks (docs/webhooks.md). */
     resolveHost: ResolveHost;
     /** Secrets at rest: ENCRYPTION_KEY (crypto/encryption.ts). */
     encryption: Encryption;
@@ -71,7 +71,7 @@ export interface BuildAppOptions {
   mail?: Pick<MailerOptions, 'retryDelaysMs' | 'timeoutMs'>;
 }
 
-export const BODY_LIMIT = 1024 * 1024; // DESIGN §7: 413 above 1 MiB
+export const BODY_LIMIT = 1024 * 1024; // docs/api-guide.md#errors: 413 above 1 MiB
 
 export async function buildApp({
   config,
@@ -105,10 +105,10 @@ export async function buildApp({
           : [...config.trustProxy],
     routerOptions: { maxParamLength: 200 },
     return503OnClosing: true,
-    // DESIGN §9: receiving a request and idling between requests are bounded by the server.
+    // docs/api-guide.md#limits-and-time-outs: receiving a request and idling between requests are bounded by the server.
     requestTimeout: config.timeouts.requestMs,
     keepAliveTimeout: config.timeouts.keepAliveMs,
-    // Malformed URLs and requests Node cannot parse get problem documents too (DESIGN §9).
+    // Malformed URLs and requests Node cannot parse get problem documents too (docs/api-guide.md#limits-and-time-outs).
     frameworkErrors: (_error, request, reply) => {
       sendProblem(reply, plain(400, 'The request URL is not valid.', { instance: safePath(request.url) }));
     },

@@ -6,7 +6,7 @@ const noFiles = { development: {}, test: {}, production: {} };
 const KEY = Buffer.alloc(32, 1).toString('base64'); // AQEB…
 
 describe('loadConfig', () => {
-  it('applies the defaults of DESIGN §1', () => {
+  it('applies the defaults of docs/configuration.md', () => {
     const config = loadConfig({}, noFiles);
 
     expect(config).toMatchObject({

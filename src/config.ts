@@ -1,4 +1,4 @@
-// The runtime contract of DESIGN §1: environment variables over per-NODE_ENV files in config/,
+// The runtime contract of docs/configuration.md: environment variables over per-NODE_ENV files in config/,
 // validated once at start-up into a frozen Config. loadConfig is pure; only server.ts and the
 // test helper call it, and nothing reads process.env at import time.
 import { readFileSync } from 'node:fs';
@@ -178,7 +178,7 @@ export interface Config {
   readonly errorTypeBase: string;
   readonly apiVendor: string;
   /**
-   * The proxies in front (DESIGN §1): false, a number of hops (true is 1: the connecting peer),
+   * The proxies in front (docs/configuration.md): false, a number of hops (true is 1: the connecting peer),
    * or the proxies' addresses and CIDRs. The client address is the rightmost X-Forwarded-For entry
    * that is not a trusted proxy, never the leftmost, which the client writes.
    */
@@ -187,19 +187,19 @@ export interface Config {
   readonly logFormat: 'json' | 'pretty';
   readonly metricsPort: number | undefined;
   readonly shutdownTimeoutMs: number;
-  /** DESIGN §11: requests per minute per caller and per anonymous address (0: off). */
+  /** docs/api-guide.md#rate-limits: requests per minute per caller and per anonymous address (0: off). */
   readonly rateLimit: {
     readonly perMinute: number;
     readonly anonymousPerMinute: number;
     readonly redisUrl: string | undefined;
   };
-  /** DESIGN §10: how long an Idempotency-Key and its stored response are kept. */
+  /** docs/api-guide.md#safe-retries: how long an Idempotency-Key and its stored response are kept. */
   readonly idempotencyTtlHours: number;
-  /** DESIGN §12: events are kept this many days, then purged in the background. */
+  /** docs/webhooks.md: events are kept this many days, then purged in the background. */
   readonly eventRetentionDays: number;
   /** Event streams one caller (`sub`) may hold open on an instance at once. */
   readonly eventStreamsPerCaller: number;
-  /** DESIGN §12: webhook URLs may reach private networks; how long a rotated secret still signs. */
+  /** docs/webhooks.md: webhook URLs may reach private networks; how long a rotated secret still signs. */
   readonly webhooks: {
     readonly allowPrivateNetworks: boolean;
     readonly secretOverlapHours: number;
@@ -216,7 +216,7 @@ export interface Config {
   readonly mail: { readonly smtpUrl: string | undefined; readonly from: string };
   /** The password reset's link (`{token}` is replaced) and how long a token lasts. */
   readonly passwordReset: { readonly urlTemplate: string; readonly ttlMinutes: number };
-  /** DESIGN §9: time-outs of requests and of PostgreSQL sessions. */
+  /** docs/api-guide.md#limits-and-time-outs: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
     readonly headersMs: number;
@@ -230,7 +230,7 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** Chosen from the mixed load (90% reads, 10% orders) on 2 cores: docs/benchmark.md. */
+/** Chosen from the mixed load (90% reads, 10% orders) on 2 cores: docs/benchmark-log.md. */
 export const DEFAULT_POOL_SIZE = 8;
 
 type Source = Record<string, string | undefined>;
@@ -277,7 +277,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     IDEMPOTENCY_TTL_HOURS: merged.IDEMPOTENCY_TTL_HOURS ?? '24',
     EVENT_RETENTION_DAYS: merged.EVENT_RETENTION_DAYS ?? '7',
     EVENT_STREAMS_PER_CALLER: merged.EVENT_STREAMS_PER_CALLER ?? '10',
-    // DESIGN §12: private networks are reachable by default only in development.
+    // docs/webhooks.md: private networks are reachable by default only in development.
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: merged.WEBHOOK_ALLOW_PRIVATE_NETWORKS ?? String(nodeEnv === 'development'),
     WEBHOOK_SECRET_OVERLAP_HOURS: merged.WEBHOOK_SECRET_OVERLAP_HOURS ?? '24',
     WEBHOOK_DISPATCHER: merged.WEBHOOK_DISPATCHER ?? 'true',
@@ -321,7 +321,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     .map((o) => o.trim())
     .filter((o) => o !== '');
   for (const origin of origins) {
-    // DESIGN §1: credentials are allowed, so a wildcard origin is refused outright.
+    // docs/configuration.md: credentials are allowed, so a wildcard origin is refused outright.
     if (origin === '*')
       throw new ConfigError(
         'Invalid configuration: CORS_ALLOWED_ORIGINS must list origins; a lone "*" is refused because credentials are allowed',

@@ -77,7 +77,7 @@ export class Forbidden extends DomainError {
 }
 
 /**
- * The work took longer than allowed (DESIGN §9): REQUEST_TIMEOUT_MS for the request, or the
+ * The work took longer than allowed (docs/api-guide.md#limits-and-time-outs): REQUEST_TIMEOUT_MS for the request, or the
  * database's statement time-out. The request may be retried later.
  */
 export class RequestTimedOut extends DomainError {
@@ -107,7 +107,7 @@ export class OrderAlreadyCancelled extends Conflict {
   }
 }
 
-/** An action or change the order's current status does not allow (DESIGN §5: 409). */
+/** An action or change the order's current status does not allow (docs/api-guide.md#orders: 409). */
 export class InvalidOrderState extends Conflict {
   override readonly code = 'INVALID_ORDER_STATE';
   constructor(
@@ -143,7 +143,7 @@ export class TooManyRequests extends DomainError {
   }
 }
 
-/** An Idempotency-Key header that is not 1–255 visible ASCII characters (DESIGN §10: 400). */
+/** An Idempotency-Key header that is not 1–255 visible ASCII characters (docs/api-guide.md#safe-retries: 400). */
 export class InvalidIdempotencyKey extends DomainError {
   readonly code = 'INVALID_IDEMPOTENCY_KEY';
   constructor() {
@@ -153,7 +153,7 @@ export class InvalidIdempotencyKey extends DomainError {
   }
 }
 
-/** A request with this Idempotency-Key is still running (DESIGN §10: 409, retry shortly). */
+/** A request with this Idempotency-Key is still running (docs/api-guide.md#safe-retries: 409, retry shortly). */
 export class IdempotencyKeyInUse extends DomainError {
   readonly code = 'IDEMPOTENCY_KEY_IN_USE';
   constructor() {
@@ -161,7 +161,7 @@ export class IdempotencyKeyInUse extends DomainError {
   }
 }
 
-/** The Idempotency-Key was used before for another method, path or body (DESIGN §10: 422). */
+/** The Idempotency-Key was used before for another method, path or body (docs/api-guide.md#safe-retries: 422). */
 export class IdempotencyKeyReused extends DomainError {
   readonly code = 'IDEMPOTENCY_KEY_REUSED';
   constructor() {

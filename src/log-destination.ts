@@ -4,7 +4,7 @@
 // sonic-boom appends each line to its pending buffer string and measures that whole buffer
 // (Buffer.byteLength) at every write. A buffer built by appends is a rope, so measuring it
 // copies it flat: under load, each request's line paid for copying the kilobytes gathered before
-// it, and left the copy as garbage (docs/benchmark.md, "What moved the numbers"). Here the lines
+// it, and left the copy as garbage (docs/benchmark-log.md, "What moved the numbers"). Here the lines
 // of one turn are joined once and written once; sonic-boom keeps doing what it does well
 // (batching write(2) calls, retrying EAGAIN on pipes, flushing at exit).
 //

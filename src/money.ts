@@ -1,4 +1,4 @@
-// Exact money (DESIGN §5): amounts are decimal strings with two places, computed in integer
+// Exact money (docs/api-guide.md#orders): amounts are decimal strings with two places, computed in integer
 // cents (BigInt), never in binary floating point.
 
 const SCALE = 100n;

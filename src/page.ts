@@ -1,4 +1,4 @@
-// Paging rules every list shares (spec 4.1 rule 4, 8; DESIGN §3, §5): zero-based pages, and a
+// Paging rules every list shares (spec 4.1 rule 4, 8; docs/api-guide.md#users, docs/api-guide.md#orders): zero-based pages, and a
 // size above 100 served as 100, not refused.
 
 export const MAX_PAGE_SIZE = 100;

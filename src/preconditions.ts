@@ -1,4 +1,4 @@
-// Conditional writes (DESIGN §4, §10; RFC 9110 §13.1.1): what an If-Match header allows, in
+// Conditional writes (docs/api-guide.md#products-and-stock, docs/api-guide.md#safe-retries; RFC 9110 §13.1.1): what an If-Match header allows, in
 // the services' terms. http/etag.ts parses the header into this.
 
 /** The versions If-Match names (strong comparison), or '*' for any existing version. */

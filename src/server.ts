@@ -1,5 +1,5 @@
 // The process: config → database → migrations → app → listen, and a graceful stop on
-// SIGTERM/SIGINT (DESIGN §1): stop accepting, let in-flight requests finish, close idle
+// SIGTERM/SIGINT (docs/configuration.md): stop accepting, let in-flight requests finish, close idle
 // keep-alive sockets, close the pool, exit 0; exit 1 if that takes longer than the deadline.
 import { readFileSync } from 'node:fs';
 import closeWithGrace from 'close-with-grace';
@@ -44,7 +44,7 @@ export function createLogger(config: Config, traced = false): Logger {
   }
   // Asynchronous, buffered writes: the lines of one event-loop turn are joined, and batches wait
   // until 12 KiB have gathered or 100 ms have passed, then go out in one write(2); a busy process
-  // makes one write per batch, not one per request (see docs/benchmark.md). What is buffered is
+  // makes one write per batch, not one per request (see docs/benchmark-log.md). What is buffered is
   // flushed when the process exits; a kill -9 loses at most the last 100 ms.
   return pino(options, logDestination());
 }

@@ -1,4 +1,4 @@
-// /api/public/asyncapi.json (DESIGN §12): an AsyncAPI 3.0 document that the reference parser
+// /api/public/asyncapi.json (docs/webhooks.md): an AsyncAPI 3.0 document that the reference parser
 // accepts without an error, listing every event type, whose payloads are the very schemas the
 // API serves, and which a real delivery's body satisfies (test/webhook-deliveries.test.ts does
 // the same against the OpenAPI `webhooks`).

@@ -1,4 +1,4 @@
-// Authentication, scopes and ownership (spec 5, DESIGN §2) through HTTP.
+// Authentication, scopes and ownership (spec 5, docs/api-guide.md#authentication-and-scopes) through HTTP.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair, type CryptoKey } from 'jose';
@@ -220,7 +220,9 @@ describe('scopes', () => {
       await bare.ready();
     };
 
-    await expect(adding()).rejects.toThrow('GET /api/v1/unscoped declares no scope (route config.scope, DESIGN §2)');
+    await expect(adding()).rejects.toThrow(
+      'GET /api/v1/unscoped declares no scope (route config.scope, docs/api-guide.md#authentication-and-scopes)',
+    );
     bare.get('/api/public/fine', async () => 'x');
     bare.get('/api/v1/scoped', { config: { scope: 'users:read' } }, async () => 'x');
   });

@@ -1,4 +1,4 @@
-// spec 4.3 and DESIGN §4: Cache-Control, ETag from version, If-None-Match (weak, lists, *)
+// spec 4.3 and docs/api-guide.md#products-and-stock: Cache-Control, ETag from version, If-None-Match (weak, lists, *)
 // answered 304, If-Match answered 412 when stale.
 import { describe, expect, it } from 'vitest';
 import { asAdmin, createProduct } from './support/factories.js';

@@ -1,4 +1,4 @@
-// The cross-origin policy (spec 4.4, DESIGN §7) on a real socket, where headers are what a
+// The cross-origin policy (spec 4.4, docs/api-guide.md#cross-origin-requests-cors) on a real socket, where headers are what a
 // browser sees.
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +7,7 @@ import { createUser } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 import { ADMIN, bearer } from './support/tokens.js';
 
-// DESIGN §10: the spec's headers plus those of the additive features, in this order.
+// docs/api-guide.md#safe-retries: the spec's headers plus those of the additive features, in this order.
 const ALLOWED =
   'Content-Type, Authorization, If-Match, If-None-Match, Idempotency-Key, X-API-Version, X-Request-Id, Last-Event-ID, traceparent, tracestate';
 const EXPOSED =
@@ -69,7 +69,7 @@ describe('preflight under /api/**', () => {
     );
   });
 
-  it('allows the conditional, idempotency, versioning and request-id headers (DESIGN §10)', async () => {
+  it('allows the conditional, idempotency, versioning and request-id headers (docs/api-guide.md#safe-retries)', async () => {
     const answer = await preflight(
       '/api/v1/orders/1',
       'https://app.example.com',

@@ -1,4 +1,4 @@
-// DESIGN §10: users and orders carry a version; ETag on reads and writes, If-None-Match → 304,
+// docs/api-guide.md#safe-retries: users and orders carry a version; ETag on reads and writes, If-None-Match → 304,
 // If-Match → 412 on a stale version, check and write atomic. v1 and v2 alike.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createProduct, createUser, placeOrder, stockOf } from './support/factories.js';

@@ -1,5 +1,5 @@
-// The event stream GET /api/v1/events (DESIGN §12, issue #15 part 6), over a real socket: SSE
-// messages of CloudEvents, the ownership rules of DESIGN §2, the `types` filter, Last-Event-ID
+// The event stream GET /api/v1/events (docs/webhooks.md), over a real socket: SSE
+// messages of CloudEvents, the ownership rules of docs/api-guide.md#authentication-and-scopes, the `types` filter, Last-Event-ID
 // resume, heartbeats, the end of every stream at shutdown, and no event skipped or repeated:
 // under concurrent writers, and (PostgreSQL, where transactions interleave) when a longer
 // transaction commits a smaller sequence after a later one.

@@ -1,4 +1,4 @@
-// The transactional outbox (DESIGN §12, issue #15 part 1): every change of a user or an order
+// The transactional outbox (docs/webhooks.md): every change of a user or an order
 // writes exactly one event in the change's own transaction; a request that changes nothing
 // writes none. The event's data is the v1 representation after the change (what GET answers
 // then), or {"id": …} for deletions and password changes; never a password or its hash.

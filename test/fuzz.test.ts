@@ -1,4 +1,4 @@
-// DESIGN §9: no input, however hostile, gets a 5xx. Property-based: for every operation of the
+// docs/api-guide.md#limits-and-time-outs: no input, however hostile, gets a 5xx. Property-based: for every operation of the
 // OpenAPI document (every route of every version, and the unversioned /api/users/** and
 // /api/orders/** besides), fast-check generates path values, queries, bodies and headers from
 // the route's schemas and from adversarial pools (any JSON value at any member, every Unicode

@@ -1,4 +1,4 @@
-// DESIGN §9 rule by rule: nesting, characters that cannot be stored, `rejected` as sent,
+// docs/api-guide.md#limits-and-time-outs rule by rule: nesting, characters that cannot be stored, `rejected` as sent,
 // malformed requests below Fastify, and no error ever reaching Fastify's default handler.
 import { connect } from 'node:net';
 import type { FastifyPluginAsync } from 'fastify';

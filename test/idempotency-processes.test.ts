@@ -1,4 +1,4 @@
-// DESIGN §10 across processes (PostgreSQL): two instances of the service on one database share
+// docs/api-guide.md#safe-retries across processes (PostgreSQL): two instances of the service on one database share
 // the keys, and a process killed with SIGKILL in the middle of keyed requests never leaves a
 // write without its stored answer or an answer without its write: every retry afterwards gets
 // exactly one order per key.

@@ -1,4 +1,4 @@
-// DESIGN §10: Idempotency-Key on every POST and PATCH. A retry replays the stored answer byte for
+// docs/api-guide.md#safe-retries: Idempotency-Key on every POST and PATCH. A retry replays the stored answer byte for
 // byte and changes nothing; another request under the key is 422; a retry racing the first is
 // 409; the stored answer commits with the write or not at all. Both engines.
 import { createHash, randomUUID } from 'node:crypto';
@@ -26,7 +26,7 @@ const newKey = () => `"${randomUUID()}"`;
 const keyed = (key: string, options: InjectOptions) =>
   api({ ...options, headers: { ...options.headers, 'idempotency-key': key } });
 
-/** What a replay must repeat exactly (DESIGN §10). */
+/** What a replay must repeat exactly (docs/api-guide.md#safe-retries). */
 function stored(r: LightMyRequestResponse) {
   return {
     status: r.statusCode,

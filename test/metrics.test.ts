@@ -1,4 +1,4 @@
-// DESIGN §8: Prometheus metrics on their own listener, labelled by route template.
+// docs/operations.md#running-several-instances: Prometheus metrics on their own listener, labelled by route template.
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startMetricsServer } from '../src/http/metrics.js';

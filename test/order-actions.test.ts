@@ -1,4 +1,4 @@
-// The action sub-resources of DESIGN §5 through HTTP: each transition, its stock movement,
+// The action sub-resources of docs/api-guide.md#orders through HTTP: each transition, its stock movement,
 // and the 409s of the state machine.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createProduct, placeOrder, stockOf } from './support/factories.js';

@@ -1,4 +1,4 @@
-// /api/v1/orders (spec 4.2, DESIGN §5): every row, the v1 order problem forms, ownership.
+// /api/v1/orders (spec 4.2, docs/api-guide.md#orders): every row, the v1 order problem forms, ownership.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createProduct, placeOrder, stockOf } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';

@@ -1,4 +1,4 @@
-// /api/v2/orders (spec 2.2 second create variant, DESIGN §6): customer and items, typed problems.
+// /api/v2/orders (spec 2.2 second create variant, docs/api-guide.md#versions): customer and items, typed problems.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createProduct, stockOf } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';

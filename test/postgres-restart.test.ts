@@ -1,4 +1,4 @@
-// DESIGN §7: while PostgreSQL is down the service answers 503 with Retry-After and is not
+// docs/api-guide.md#errors: while PostgreSQL is down the service answers 503 with Retry-After and is not
 // ready; when it returns, the same process serves again without a restart.
 import { afterAll, describe, expect, it } from 'vitest';
 import { aUserRequest, asAdmin } from './support/factories.js';

@@ -1,4 +1,4 @@
-// Framework errors as problem documents (spec 7.3 rule 4, DESIGN §7) through the real app.
+// Framework errors as problem documents (spec 7.3 rule 4, docs/api-guide.md#errors) through the real app.
 import { describe, expect, it } from 'vitest';
 import { aUserRequest, asAdmin } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';

@@ -1,4 +1,4 @@
-// Products and stock (spec 4.3, DESIGN §4): management, typed problems, stock levels.
+// Products and stock (spec 4.3, docs/api-guide.md#products-and-stock): management, typed problems, stock levels.
 import { describe, expect, it } from 'vitest';
 import { aProductRequest, asAdmin, createProduct, stockOf } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';

@@ -1,4 +1,4 @@
-// /api/public/**: health, the OpenAPI document, the docs page and the problem pages (DESIGN §8).
+// /api/public/**: health, the OpenAPI document, the docs page and the problem pages (docs/operations.md#running-several-instances).
 import { describe, expect, it } from 'vitest';
 import { PROBLEM_TYPES } from '../src/http/problems/problem-types.js';
 import { resolvedDocument } from './support/openapi.js';

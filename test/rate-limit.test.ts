@@ -1,4 +1,4 @@
-// DESIGN §11: quotas per caller and per anonymous address, the IETF RateLimit fields, 429
+// docs/api-guide.md#rate-limits: quotas per caller and per anonymous address, the IETF RateLimit fields, 429
 // problems; counters in the process (both engines) or in Redis shared by instances; fail open
 // when Redis cannot answer. Windows are wall-clock minutes, so each sequence first moves clear
 // of a minute boundary.

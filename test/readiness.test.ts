@@ -1,4 +1,4 @@
-// Readiness under load (DESIGN §8): a probe is answered from the pool's own evidence when the
+// Readiness under load (docs/operations.md#running-several-instances): a probe is answered from the pool's own evidence when the
 // database answered one of the service's statements within the last second and no connection
 // was lost since; otherwise it asks for `select 1` with a 2-s deadline. One connection, kept
 // busy by a slow statement, shows both: the probe that trusts a fresh answer is 200 at once,

@@ -1,5 +1,5 @@
 // The process as an operator sees it: start-up errors, persistence of the embedded database
-// across a restart, and a graceful stop that finishes in-flight work (DESIGN §1).
+// across a restart, and a graceful stop that finishes in-flight work (docs/configuration.md).
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { request as httpRequest, Agent } from 'node:http';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// DESIGN §4-5: stock never oversells. Many parallel orders for a product with little stock
+// docs/api-guide.md#products-and-stock, docs/api-guide.md#orders: stock never oversells. Many parallel orders for a product with little stock
 // end with exactly as many successes as units; parallel cancellations release once.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createProduct, placeOrder, stockOf } from './support/factories.js';

@@ -1,4 +1,4 @@
-// DESIGN §9 time-outs: a request still running after REQUEST_TIMEOUT_MS is 503 with Retry-After;
+// docs/api-guide.md#limits-and-time-outs time-outs: a request still running after REQUEST_TIMEOUT_MS is 503 with Retry-After;
 // on PostgreSQL a statement cancelled by statement_timeout is 503 too, and a transaction left
 // idle is ended by PostgreSQL itself. A held row lock (or, on the embedded engine, a held
 // session) makes a real route slow: no test-only route, no sleep in the service.

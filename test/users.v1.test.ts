@@ -246,7 +246,7 @@ describe('GET /api/v1/users/{id}', () => {
     ['abc', 'must be an integer', 'abc'],
     ['1.5', 'must be an integer', '1.5'],
     ['0', 'must be greater than or equal to 1', '0'],
-    ['99999999999999999999', 'must be less than or equal to 9007199254740991', '99999999999999999999'], // DESIGN §9: as sent, never rounded
+    ['99999999999999999999', 'must be less than or equal to 9007199254740991', '99999999999999999999'], // docs/api-guide.md#limits-and-time-outs: as sent, never rounded
   ])('returns 400 in the users form for the id %s', async (id, message, rejected) => {
     const response = await api({ method: 'GET', url: `/api/v1/users/${id}` });
 

@@ -1,4 +1,4 @@
-// /api/v2/users (spec 2.1 extended create, DESIGN §6): age and address, typed problems.
+// /api/v2/users (spec 2.1 extended create, docs/api-guide.md#versions): age and address, typed problems.
 import { describe, expect, it } from 'vitest';
 import { aUserRequest, asAdmin, createUser } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';

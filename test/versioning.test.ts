@@ -1,4 +1,4 @@
-// spec 9 and DESIGN §6 through HTTP: version by path, X-API-Version or vendor media type, on
+// spec 9 and docs/api-guide.md#versions through HTTP: version by path, X-API-Version or vendor media type, on
 // the same resources, with the same scopes and ownership.
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createUser } from './support/factories.js';

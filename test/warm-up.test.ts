@@ -1,7 +1,7 @@
 // The warm-up the server runs before its port opens (src/db/prepared.ts, warmUp): every hot
 // statement, placing an order among them, on every connection of the pool, without writing a
 // row. Without it, a new instance's first wave of orders paid each backend's first run of the
-// order statement at once (docs/benchmark.md). PostgreSQL lists the statements a connection has
+// order statement at once (docs/benchmark-log.md). PostgreSQL lists the statements a connection has
 // prepared in pg_prepared_statements, which each connection answers for itself.
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Webhook delivery (DESIGN §12, issue #15 part 3), against receivers on 127.0.0.1 only: signed
+// Webhook delivery (docs/webhooks.md), against receivers on 127.0.0.1 only: signed
 // in the Standard Webhooks format (verified by the `standardwebhooks` library), retried with
 // the same webhook-id, dead after the schedule, 410 disables, redirects not followed, per
 // subject in event order without one subject blocking another, and the address actually

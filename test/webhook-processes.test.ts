@@ -1,4 +1,4 @@
-// DESIGN §12 across processes (PostgreSQL): two instances dispatch from one database; the one
+// docs/webhooks.md across processes (PostgreSQL): two instances dispatch from one database; the one
 // in the middle of a delivery is killed with SIGKILL; after its lease the other sends that
 // delivery again with the same webhook-id, and every event is delivered. The receiver listens
 // on 127.0.0.1 only.

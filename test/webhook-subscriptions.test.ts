@@ -1,4 +1,4 @@
-// /api/v1/webhook-subscriptions (DESIGN §12, issue #15 part 2): administrators manage
+// /api/v1/webhook-subscriptions (docs/webhooks.md): administrators manage
 // subscriptions; the secret is shown at creation and rotation only; URLs that could reach a
 // private network are refused (SSRF). Host names are resolved by a stand-in that answers from a
 // table: no test here asks a DNS server or sends a packet anywhere.

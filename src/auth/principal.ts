@@ -1,4 +1,4 @@
-// Who is calling (DESIGN §2): the token's subject, its scopes, and whether it may act on any
+// Who is calling (docs/api-guide.md#authentication-and-scopes): the token's subject, its scopes, and whether it may act on any
 // object (admin). Services take it as an argument; nothing here knows about HTTP or JWTs.
 
 export interface Principal {

@@ -1,7 +1,7 @@
 // Group commit: calls that arrive while the database is busy share one statement. Most of a
 // write's PostgreSQL cost is per statement (planning, executor set-up, the commit), not per row;
 // placing orders one at a time, PostgreSQL spent ~470 µs a statement and ~100 µs an order
-// (docs/benchmark.md, "Orders that arrive together share one statement").
+// (docs/benchmark-log.md, "Orders that arrive together share one statement").
 
 interface Pending<I, O> {
   input: I;

@@ -119,7 +119,7 @@ function postgresDatabase(
       },
       connection: {
         application_name: 'resource-api',
-        // DESIGN §9: PostgreSQL ends a runaway statement and an abandoned transaction itself.
+        // docs/api-guide.md#limits-and-time-outs: PostgreSQL ends a runaway statement and an abandoned transaction itself.
         ...(options.pooled ? {} : timeouts),
         ...(options.schema ? { search_path: options.schema } : {}),
       },

@@ -33,7 +33,7 @@ export function trackAnswers(db: Db, answeredWithin: (withinMs: number) => boole
 }
 
 /**
- * Whether the database can be reached (readiness, DESIGN §8); throws DatabaseUnavailable when
+ * Whether the database can be reached (readiness, docs/operations.md#running-several-instances); throws DatabaseUnavailable when
  * not. A database that answered one of the service's own statements in the last `freshMs`, with
  * no connection lost since, is reachable without asking again: under load a probe's `select 1`
  * would wait behind the requests' statements and could miss its deadline while every one of

@@ -1,4 +1,4 @@
-// The stored outcomes of requests sent with an Idempotency-Key (DESIGN §10), and the request
+// The stored outcomes of requests sent with an Idempotency-Key (docs/api-guide.md#safe-retries), and the request
 // transaction they commit in. http/idempotency.ts decides when; this file holds the SQL.
 //
 // A keyed request runs in one transaction: BEGIN, read a live stored outcome (replayed, locked

@@ -52,7 +52,7 @@ export async function prepareDatabase(
 /**
  * Behind a pooler in transaction mode, a statement outside a transaction runs on whatever server
  * connection the pooler hands out, with the settings that connection was opened with: the
- * time-outs (DESIGN §9) become the defaults of the service's role in its database, which every
+ * time-outs (docs/api-guide.md#limits-and-time-outs) become the defaults of the service's role in its database, which every
  * new server connection picks up. Transactions set them again themselves (`set local`).
  */
 export async function applyRoleTimeouts(

@@ -52,7 +52,7 @@ export function isDataException(error: unknown): boolean {
 
 // A statement cancelled by statement_timeout (57014), a session ended for idling in a
 // transaction (25P03), a lock not granted in time (55P03): the database is slow, not the request
-// wrong. DESIGN §9: 503 with Retry-After.
+// wrong. docs/api-guide.md#limits-and-time-outs: 503 with Retry-After.
 const TIMEOUTS = new Set(['57014', '25P03', '55P03']);
 
 export function isDatabaseTimeout(error: unknown): boolean {

@@ -6,7 +6,7 @@
 // types), and each execution is one Bind + Execute + Sync: PostgreSQL keeps the plan, as it does
 // for postgres.js's prepared statements on the server engine. The results are the same: the
 // same type parsers and serializers (PGlite's own, by type OID), the same row objects, the
-// same affected-row counts (see docs/benchmark.md for what it bought).
+// same affected-row counts (see docs/benchmark-log.md for what it bought).
 import { protocol, type PGlite } from '@electric-sql/pglite';
 
 const { serialize } = protocol;

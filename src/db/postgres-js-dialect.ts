@@ -1,7 +1,7 @@
 // A Kysely dialect over our pool of postgres.js connections (postgres-pool.ts). Plain queries
 // go through the shared connections, where postgres.js prepares and pipelines them; only a
 // transaction reserves a connection, from BEGIN to COMMIT/ROLLBACK. Connection-level failures
-// become DatabaseUnavailable (DESIGN §7).
+// become DatabaseUnavailable (docs/api-guide.md#errors).
 import { traceStatement } from '../tracing/db-spans.js';
 import {
   CompiledQuery,

@@ -5,7 +5,7 @@
 // a hole per shift until it drains completely, which never happens under continuous load;
 // every busy → open move is then an indexOf over that ever-growing array, so each query costs
 // O(queries so far) and throughput decays for as long as the load lasts (porsager/postgres#747;
-// docs/benchmark.md has the profile). With `max: 1` that queue holds at most one connection
+// docs/benchmark-log.md has the profile). With `max: 1` that queue holds at most one connection
 // and drains on every query, so it stays O(1); this pool gives each connection its own client
 // and keeps the choice of connection here, in O(N) for N connections.
 //

@@ -1,6 +1,6 @@
 // Hot queries compiled once at start-up instead of on every request. Kysely builds and
 // compiles a query's tree each time it runs; for the primary-key reads every request makes,
-// that was a measurable share of the request's CPU (see README, Benchmark). A prepared query
+// that was a measurable share of the request's CPU (docs/benchmark.md). A prepared query
 // is built once with placeholder arguments; running it only swaps the values in.
 import { CompiledQuery, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Database, Db } from './database.js';
@@ -33,7 +33,7 @@ const warmUps: ((db: Db) => Statement)[] = [];
 /**
  * Lets prepared queries on `db` itself (not on its transactions) skip Kysely's executor: a
  * prepared query is already compiled, and acquiring and releasing a Kysely connection per
- * statement costs several promises on every request (docs/benchmark.md). Queries inside a
+ * statement costs several promises on every request (docs/benchmark-log.md). Queries inside a
  * transaction still go through Kysely, on the transaction's connection. `everyConnection`
  * reaches each connection of the pool (warmUp), of which there are `connections`.
  */

@@ -23,7 +23,7 @@ export function databaseOf(db: Db): Kysely<Database> | undefined {
 
 /**
  * Runs `work` in a transaction: a new one, or the one `db` already is (a request sent with an
- * Idempotency-Key runs in one, so that its stored outcome commits with its write; DESIGN §10).
+ * Idempotency-Key runs in one, so that its stored outcome commits with its write; docs/api-guide.md#safe-retries).
  * An error inside an enclosing transaction aborts it; its owner rolls back.
  */
 export async function transact<T>(db: Db, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {

@@ -1,4 +1,4 @@
-// The If-Match condition of a conditional write (DESIGN §4, §10), as a predicate on the
+// The If-Match condition of a conditional write (docs/api-guide.md#products-and-stock, docs/api-guide.md#safe-retries), as a predicate on the
 // table's `version` column, so that the check and the write are one statement.
 import { sql, type RawBuilder } from 'kysely';
 import type { IfMatch } from '../preconditions.js';

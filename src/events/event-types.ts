@@ -1,4 +1,4 @@
-// DESIGN §12: the eleven event types, one per kind of change of a user or an order.
+// docs/webhooks.md: the eleven event types, one per kind of change of a user or an order.
 export const EVENT_TYPES = [
   'user.created',
   'user.updated',

@@ -39,7 +39,7 @@ export interface NewDeliveries {
 /**
  * The outbox's fan-out, as a statement for a WITH item: one webhook delivery for every enabled
  * subscription that wants the type of the event in `events` (a WITH item returning `sequence`,
- * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (DESIGN §12).
+ * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (docs/webhooks.md).
  *
  * With `leaseMs` (given for the event that creates its subject: nothing earlier of that subject
  * can be waiting, so the order rule holds without a look), each delivery is inserted already
@@ -107,7 +107,7 @@ export function newDeliveries(text: string | null): NewDeliveries {
 
 /**
  * Inserts the event and, in the same statement, its deliveries (the fan-out): committed with the
- * change or not at all (DESIGN §12). `leaseMs`: see fanOut.
+ * change or not at all (docs/webhooks.md). `leaseMs`: see fanOut.
  */
 export async function insertEvent(
   db: Db,

@@ -1,4 +1,4 @@
-// GET /api/v1/events (DESIGN §12): the events the caller may read, as Server-Sent Events. One
+// GET /api/v1/events (docs/webhooks.md): the events the caller may read, as Server-Sent Events. One
 // hub per app reads new events for every open stream (events/stream.ts); this file is the HTTP
 // side: the query and Last-Event-ID, the response's headers, the client going away, shutdown.
 import { PassThrough } from 'node:stream';
@@ -59,7 +59,7 @@ const RETRY_STREAM_SECONDS = 5;
 export interface EventStreamOptions {
   /** How often new events are read while a stream is open (default 250 ms). */
   pollMs?: number;
-  /** How often each stream gets a comment line (default 15 s, DESIGN §12). */
+  /** How often each stream gets a comment line (default 15 s, docs/webhooks.md). */
   heartbeatMs?: number;
 }
 

@@ -12,7 +12,7 @@ export interface EventsTable {
   /** The CloudEvent's `data`, as JSON text. */
   data: string;
   tx: ColumnType<string, never, never>;
-  /** The user the event is about (DESIGN §2 ownership): the user, or the order's customer. */
+  /** The user the event is about (docs/api-guide.md#authentication-and-scopes ownership): the user, or the order's customer. */
   owner: ColumnType<number | null, number, never>;
   /** The `traceparent` of the request that wrote it, while tracing is on (migration 0020). */
   trace_context: ColumnType<string | null, string | null | undefined, never>;

@@ -1,4 +1,4 @@
-// Events (DESIGN §12). What other resources use: recordEvent, inside the transaction of the
+// Events (docs/webhooks.md). What other resources use: recordEvent, inside the transaction of the
 // change it reports, so that the change and its event commit together or not at all.
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
@@ -25,7 +25,7 @@ export interface NewEvent {
   subject: `users/${number}` | `orders/${number}`;
   /** The CloudEvent's data as JSON text: the v1 representation after the change, or `{"id":…}`. */
   data: string;
-  /** The user the event is about (DESIGN §2): the user itself, or the order's customer. */
+  /** The user the event is about (docs/api-guide.md#authentication-and-scopes): the user itself, or the order's customer. */
   owner: number;
 }
 
@@ -122,7 +122,7 @@ export function eventRecorded(db: Db, deliveries: NewDeliveries): void {
   else handOver();
 }
 
-/** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (DESIGN §12). */
+/** `{"id": <id>}`: the data of `*.deleted` and `user.password_changed` (docs/webhooks.md). */
 export function idOnly(id: number): string {
   return `{"id":${String(id)}}`;
 }

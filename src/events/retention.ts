@@ -1,4 +1,4 @@
-// DESIGN §12: events are kept EVENT_RETENTION_DAYS, then deleted in the background by every
+// docs/webhooks.md: events are kept EVENT_RETENTION_DAYS, then deleted in the background by every
 // instance (a delete of nothing is cheap), in batches.
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';

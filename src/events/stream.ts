@@ -1,4 +1,4 @@
-// The event stream's engine (DESIGN §12, GET /api/v1/events): one hub per process reads new
+// The event stream's engine (docs/webhooks.md, GET /api/v1/events): one hub per process reads new
 // events and fans them out to every open stream, so a thousand streams cost one query per poll,
 // not a thousand. Nothing here knows HTTP: a stream is a `write` function and a filter.
 //
@@ -50,7 +50,7 @@ function endedBy(snapshot: Snapshot, tx: bigint): boolean {
   return tx < snapshot.xmin || (tx < snapshot.xmax && !snapshot.inProgress.has(tx));
 }
 
-/** Which events a stream shows (DESIGN §2 and §12). */
+/** Which events a stream shows (docs/api-guide.md#authentication-and-scopes, docs/webhooks.md). */
 export interface StreamFilter {
   principal: Principal;
   /** Undefined: every type the caller may read. */
@@ -70,7 +70,7 @@ export function shows(filter: StreamFilter, row: Pick<StreamRow, 'type' | 'owner
 export type StreamStart =
   { kind: 'resume'; position: StreamPosition } | { kind: 'now'; position: StreamPosition; snapshot: Snapshot };
 
-/** The position of a stream opened now, or resumed after the event `lastEventId` (DESIGN §12). */
+/** The position of a stream opened now, or resumed after the event `lastEventId` (docs/webhooks.md). */
 export async function streamStart(db: Db, lastEventId: number | undefined): Promise<StreamStart> {
   if (lastEventId !== undefined) {
     // An event no longer kept (older than EVENT_RETENTION_DAYS): replay all that is kept.

@@ -1,4 +1,4 @@
-// Bearer-token authentication and scope checks (spec 5, DESIGN §2). Every path outside
+// Bearer-token authentication and scope checks (spec 5, docs/api-guide.md#authentication-and-scopes). Every path outside
 // /api/public/** needs a valid JWT, known route or not; OPTIONS never does (spec 4.4 rule 3).
 // Each route states the scope it needs in its config; a route without one fails start-up.
 import { createPublicKey } from 'node:crypto';
@@ -22,7 +22,7 @@ import { routeOptionsOf } from './request-context.js';
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * The scope a caller needs for this route (DESIGN §2), e.g. 'users:read', or a list of which
+     * The scope a caller needs for this route (docs/api-guide.md#authentication-and-scopes), e.g. 'users:read', or a list of which
      * any one will do (the event stream: 'orders:read' or 'users:read').
      */
     scope?: string | readonly string[];
@@ -136,7 +136,7 @@ export class TokenVerifier {
   }
 }
 
-/** DESIGN §2: scopes from `scope` (space-separated) or `scp` (array, or string). */
+/** docs/api-guide.md#authentication-and-scopes: scopes from `scope` (space-separated) or `scp` (array, or string). */
 function scopesOf(payload: JWTPayload): string[] {
   const out: string[] = [];
   for (const raw of [payload.scope, payload.scp]) {
@@ -156,7 +156,9 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
     if (route.method === 'OPTIONS' || isPublicPath(route.url)) return;
     const scope = route.config?.scope;
     if (scope === undefined || scope.length === 0)
-      throw new Error(`${String(route.method)} ${route.url} declares no scope (route config.scope, DESIGN §2)`);
+      throw new Error(
+        `${String(route.method)} ${route.url} declares no scope (route config.scope, docs/api-guide.md#authentication-and-scopes)`,
+      );
   });
 
   app.decorateRequest('principal', null as unknown as Principal);
@@ -190,7 +192,7 @@ async function auth(app: FastifyInstance, options: AuthOptions): Promise<void> {
 }
 
 /**
- * Refuses with a 401, which counts against the address's anonymous quota (DESIGN §11): guessing
+ * Refuses with a 401, which counts against the address's anonymous quota (docs/api-guide.md#rate-limits): guessing
  * tokens is slow.
  */
 function reject(
@@ -209,7 +211,7 @@ function reject(
   });
 }
 
-/** Sets the caller; the route's scope error when it lacks the scope (DESIGN §2). */
+/** Sets the caller; the route's scope error when it lacks the scope (docs/api-guide.md#authentication-and-scopes). */
 function authorize(request: FastifyRequest, principal: Principal): Forbidden | undefined {
   request.principal = principal;
   const { scope, admin } = routeOptionsOf(request).config;

@@ -1,4 +1,4 @@
-// What a JSON body may not carry, whatever the route (DESIGN §9): nesting deeper than 64 levels
+// What a JSON body may not carry, whatever the route (docs/api-guide.md#limits-and-time-outs): nesting deeper than 64 levels
 // (refused before JSON.parse, so no schema, handler or error renderer ever recurses into it),
 // and strings that PostgreSQL text cannot hold as sent: U+0000, and unpaired UTF-16
 // surrogates, which would be stored as U+FFFD and so silently change the data.

@@ -1,6 +1,6 @@
 // Requests that never become a Fastify request (Node's HTTP parser refused them, or their
 // headers took too long) still get a problem document, written straight to the socket: never
-// Fastify's own JSON body, which is not one (DESIGN §9).
+// Fastify's own JSON body, which is not one (docs/api-guide.md#limits-and-time-outs).
 import type { Socket } from 'node:net';
 import { STATUS_TITLES } from './problems/problem-types.js';
 

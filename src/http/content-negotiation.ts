@@ -1,4 +1,4 @@
-// Request and response media types: JSON bodies only (415 otherwise; DESIGN §7), an empty
+// Request and response media types: JSON bodies only (415 otherwise; docs/api-guide.md#errors), an empty
 // body read as no body, merge-patch for PATCH, and 406 for an Accept the route cannot meet.
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -48,7 +48,7 @@ async function contentNegotiation(app: FastifyInstance): Promise<void> {
     keepBodyForFingerprint(request, body);
     // An empty body is no body: the route's validation then names the missing fields.
     if (body.trim() === '') return done(null, undefined);
-    // DESIGN §9: too deep is refused before parsing; what cannot be stored, right after.
+    // docs/api-guide.md#limits-and-time-outs: too deep is refused before parsing; what cannot be stored, right after.
     if (nestsDeeperThan(body, MAX_BODY_DEPTH)) return done(new BodyTooDeep(), undefined);
     void parseJson(request, body, (error, value) => {
       if (error !== null) return done(error, undefined);

@@ -1,4 +1,4 @@
-// The cross-origin policy of spec 4.4 and DESIGN §7. Written here rather than through
+// The cross-origin policy of spec 4.4 and docs/api-guide.md#cross-origin-requests-cors. Written here rather than through
 // @fastify/cors, which applies no per-path policy to preflights, answers a refused preflight
 // with Access-Control-Allow-* headers, and does not check the requested method and headers.
 //
@@ -22,7 +22,7 @@ export interface CorsPolicy {
 }
 
 const MAX_AGE = 3600;
-// DESIGN §10: the spec's two, and those of the additive features (conditional requests,
+// docs/api-guide.md#safe-retries: the spec's two, and those of the additive features (conditional requests,
 // idempotency keys, header versioning, request ids, resumable event streams, W3C Trace Context).
 const ALLOWED_HEADERS = [
   'Content-Type',
@@ -36,7 +36,7 @@ const ALLOWED_HEADERS = [
   'traceparent',
   'tracestate',
 ];
-// DESIGN §10, §11: the spec's two, then validators, page links, when to retry, replays, the
+// docs/api-guide.md#safe-retries, docs/api-guide.md#rate-limits: the spec's two, then validators, page links, when to retry, replays, the
 // quota, and the request id to quote in a support ticket.
 export const EXPOSED_HEADERS = [
   'X-Total-Count',

@@ -1,4 +1,4 @@
-// Entity tags from a resource's version (DESIGN §4): ETag "<version>". If-None-Match uses weak
+// Entity tags from a resource's version (docs/api-guide.md#products-and-stock): ETag "<version>". If-None-Match uses weak
 // comparison and accepts lists and *; If-Match uses strong comparison (RFC 9110 §13.1).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IfMatch } from '../preconditions.js';
@@ -42,7 +42,7 @@ export function ifMatchOf(request: FastifyRequest): IfMatch | undefined {
 
 /**
  * Sets `ETag: "<version>"` for the representation about to be sent; a GET whose If-None-Match
- * names it is answered 304 without a body instead (DESIGN §4, §10).
+ * names it is answered 304 without a body instead (docs/api-guide.md#products-and-stock, docs/api-guide.md#safe-retries).
  */
 export function versioned<T extends { version: number }>(
   request: FastifyRequest,

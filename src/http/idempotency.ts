@@ -1,4 +1,4 @@
-// Idempotency-Key on every POST and PATCH (DESIGN §10, draft-ietf-httpapi-idempotency-key-header).
+// Idempotency-Key on every POST and PATCH (docs/api-guide.md#safe-retries, draft-ietf-httpapi-idempotency-key-header).
 // One mechanism for all routes: hooks added to each POST and PATCH route as it is declared.
 //
 // A request sent with a key runs in one database transaction (db/idempotency-keys.ts) that
@@ -46,7 +46,7 @@ declare module 'fastify' {
   }
 }
 
-/** The response headers stored with an outcome and replayed (DESIGN §10). */
+/** The response headers stored with an outcome and replayed (docs/api-guide.md#safe-retries). */
 const STORED_HEADERS = ['content-type', 'location', 'etag'] as const;
 
 const kKeyed = Symbol('idempotency.keyed');
@@ -84,7 +84,7 @@ function fingerprinted(request: FastifyRequest): [string, string] {
   return [`${request.method} ${withoutQuery(request.url)}\n`, (request as WithState)[kRawBody] ?? ''];
 }
 
-/** The statuses whose answer is stored (DESIGN §10); 400, 401, 403, 404 and 5xx run again. */
+/** The statuses whose answer is stored (docs/api-guide.md#safe-retries); 400, 401, 403, 404 and 5xx run again. */
 function storable(status: number): boolean {
   return (status >= 200 && status < 300) || status === 409 || status === 422;
 }

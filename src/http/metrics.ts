@@ -1,4 +1,4 @@
-// Prometheus metrics (DESIGN §8): request counts and latencies by route template, and the
+// Prometheus metrics (docs/operations.md#running-several-instances): request counts and latencies by route template, and the
 // process's own; served by a separate listener on METRICS_PORT, so the API port keeps its
 // rule that everything outside /api/public/** needs a token.
 import { createServer, type Server } from 'node:http';

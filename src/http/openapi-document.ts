@@ -154,7 +154,7 @@ export function declareTags(document: Document, descriptions: Record<string, str
  * The answers every operation can give whatever its route says: 400 (a malformed URL or query),
  * 406 (an Accept it cannot meet), 500 and 503 (database unavailable, REQUEST_TIMEOUT_MS; with
  * Retry-After) everywhere; 413 and 415 wherever a body can be sent; 401 and 403 where a token is
- * required (DESIGN §2, §7, §9).
+ * required (docs/api-guide.md#authentication-and-scopes, docs/api-guide.md#errors, docs/api-guide.md#limits-and-time-outs).
  */
 export function standardProblemResponses(document: Document): void {
   for (const [path, method, operation] of operations(document)) {
@@ -178,7 +178,7 @@ export function standardProblemResponses(document: Document): void {
   }
 }
 
-/** Every answer may carry the CORS headers (DESIGN §10); documented once for all. */
+/** Every answer may carry the CORS headers (docs/api-guide.md#cross-origin-requests-cors); documented once for all. */
 export function corsHeaders(document: Document): void {
   const header = {
     'Access-Control-Allow-Origin': {

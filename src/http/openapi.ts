@@ -39,7 +39,7 @@ const RATE_LIMIT_HEADERS = {
 };
 
 /**
- * DESIGN §11: every operation except the health probes may answer 429 (quota used up, with
+ * docs/api-guide.md#rate-limits: every operation except the health probes may answer 429 (quota used up, with
  * Retry-After), and its answers carry the RateLimit fields.
  */
 export function addRateLimitResponses(document: Document): void {
@@ -65,7 +65,7 @@ export function addRateLimitResponses(document: Document): void {
 }
 
 /**
- * DESIGN §10, which the route schemas cannot say: Idempotency-Key on every POST and PATCH (and
+ * docs/api-guide.md#safe-retries, which the route schemas cannot say: Idempotency-Key on every POST and PATCH (and
  * the 409 and 422 it can cause, and Idempotent-Replayed on a replay); If-Match where a stale
  * version answers 412, If-None-Match where a current one answers 304, and ETag on their 2xx.
  */
@@ -198,9 +198,9 @@ const TAGS: Record<string, string> = {
   users: 'Users at /api/users/**, in the version X-API-Version or Accept chooses (spec 9.2)',
   orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses (spec 9.2)',
   webhooks:
-    'Webhook subscriptions (DESIGN §12, administrators): signed deliveries of user and order events, Standard Webhooks format',
+    'Webhook subscriptions (docs/webhooks.md, administrators): signed deliveries of user and order events, Standard Webhooks format',
   events:
-    'The live event stream (DESIGN §12): Server-Sent Events of the user and order events the caller may read, resumable with Last-Event-ID',
+    'The live event stream (docs/webhooks.md): Server-Sent Events of the user and order events the caller may read, resumable with Last-Event-ID',
   health: 'Liveness and readiness probes (no authentication, not rate limited)',
   problems: 'The pages that the typed problem documents’ `type` URIs point to (no authentication)',
 };

@@ -1,4 +1,4 @@
-// Rate limits (DESIGN §11, OWASP API4): a quota per minute per authenticated caller (`sub`)
+// Rate limits (docs/api-guide.md#rate-limits, OWASP API4): a quota per minute per authenticated caller (`sub`)
 // and per client address for anonymous requests (public paths, and 401s, which slows token
 // guessing). Health probes and CORS preflights are not counted. Every counted response carries
 // the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers, structured fields):

@@ -1,5 +1,5 @@
 // Per-request plumbing: the request id (X-Request-Id in, or a new one; echoed back), one log
-// line per request, and the headers every response carries (DESIGN §7).
+// line per request, and the headers every response carries (docs/api-guide.md#errors).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';

@@ -1,4 +1,4 @@
-// Absolute URLs built from the incoming request (spec 4.1 rule 1, DESIGN §3): scheme, host,
+// Absolute URLs built from the incoming request (spec 4.1 rule 1, docs/api-guide.md#users): scheme, host,
 // port and prefix as the client saw them, from X-Forwarded-* only when TRUST_PROXY is on.
 import type { FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';

@@ -164,7 +164,7 @@ export const CursorParam = () =>
     }),
   );
 
-/** The body of an action that reads none: an empty body, or none, is fine (DESIGN §5). */
+/** The body of an action that reads none: an empty body, or none, is fine (docs/api-guide.md#orders). */
 export const EmptyBodySchema = Type.Object({}, { description: 'No members are read; the body may be empty.' });
 
 /** page and size of a list: size above 100 is served as 100. */

@@ -1,4 +1,4 @@
-// DESIGN §9: a request still running after REQUEST_TIMEOUT_MS is answered 503 with Retry-After.
+// docs/api-guide.md#limits-and-time-outs: a request still running after REQUEST_TIMEOUT_MS is answered 503 with Retry-After.
 // (Receiving headers and keep-alive idling are bounded by the HTTP server's own time-outs, set
 // in app.ts; runaway SQL by PostgreSQL's statement_timeout.) One sweep on an interval checks
 // the requests in flight, so the per-request cost is two links in a list, not a timer.

@@ -1,5 +1,5 @@
 // Request validation with ajv, compiled once per route at start-up. Bodies are validated
-// strictly (a number is never a string: DESIGN §3), while path and query values, which
+// strictly (a number is never a string: docs/api-guide.md#users), while path and query values, which
 // arrive as text, are coerced. allErrors is on so that every violated constraint is listed
 // (spec 7.3); bodies are capped at 1 MiB and arrays carry maxItems, which bounds its cost.
 import { Ajv, type ErrorObject, type Options } from 'ajv';
@@ -11,7 +11,7 @@ const addFormats = addFormatsModule as unknown as typeof addFormatsModule.defaul
 
 // Hibernate Validator's @Email: dot-atom local part up to 64 characters, domain labels up to
 // 63 (a single label is allowed), or an address literal. "" is valid here, as there: the
-// blank rule reports it, not the format rule (DESIGN §3).
+// blank rule reports it, not the format rule (docs/api-guide.md#users).
 const ATOM = "[a-z0-9!#$%&'*+/=?^_`{|}~\\u0080-\\uffff-]+";
 const LABEL = '[a-z0-9\\u0080-\\uffff](?:[a-z0-9\\u0080-\\uffff-]{0,61}[a-z0-9\\u0080-\\uffff])?';
 const EMAIL = new RegExp(`^(${ATOM}(?:\\.${ATOM})*)@(${LABEL}(?:\\.${LABEL})*|\\[[0-9a-f.:]+\\])$`, 'i');
@@ -76,7 +76,7 @@ type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null }
 /**
  * ajv lets a non-finite number through: "1e309" in a path or query coerces to Infinity and
  * passes `integer` and `maximum`, and 1e309 in a body parses to Infinity. Neither can be
- * stored (DESIGN §9), so a valid value holding one is reported as a type error of its member.
+ * stored (docs/api-guide.md#limits-and-time-outs), so a valid value holding one is reported as a type error of its member.
  */
 function finiteOnly(validate: Validate, schema: SchemaNode): Validate {
   const wrapped: Validate = (data) => {

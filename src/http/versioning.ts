@@ -1,4 +1,4 @@
-// API versions (spec 9, DESIGN §6). The version is the path's second segment; the same
+// API versions (spec 9, docs/api-guide.md#versions). The version is the path's second segment; the same
 // resources without it (/api/users/**, /api/orders/**) take it from X-API-Version or from
 // Accept: application/vnd.<vendor>.v<N>+json, v1 when neither is sent.
 //
@@ -16,7 +16,7 @@ import { withoutQuery } from './request-url.js';
 
 export const SUPPORTED_VERSIONS = [1, 2] as const;
 
-/** The resources that exist in more than one version (DESIGN §6). */
+/** The resources that exist in more than one version (docs/api-guide.md#versions). */
 const VERSIONED = /^\/api\/(?:v(\d+)\/)?(users|orders)(?=\/|$|\?)/;
 
 export interface Negotiation {

@@ -1,4 +1,4 @@
-// The order lifecycle of DESIGN §5 as one pure state machine. Every action route goes through
+// The order lifecycle of docs/api-guide.md#orders as one pure state machine. Every action route goes through
 // nextStatus(); the stock effect of each transition is named here too, so the service only
 // applies it.
 import { InvalidOrderState, OrderAlreadyCancelled } from '../errors.js';
@@ -43,7 +43,7 @@ export function holdsReservation(status: OrderStatus): boolean {
   return status === 'PENDING' || status === 'CONFIRMED';
 }
 
-/** How a transition moves stock (DESIGN §4): cancelling releases, shipping consumes. */
+/** How a transition moves stock (docs/api-guide.md#products-and-stock): cancelling releases, shipping consumes. */
 export function stockEffect(from: OrderStatus, to: OrderStatus): 'release' | 'consume' | 'none' {
   if (to === 'CANCELLED' && holdsReservation(from)) return 'release';
   if (to === 'SHIPPED') return 'consume';

@@ -92,7 +92,7 @@ const orderV1Json = (o: string) => {
 
 /**
  * Places orders in one statement, so in one round trip and atomically without a transaction of
- * its own (DESIGN §5), as if they were placed one after another in their order: one statement's
+ * its own (docs/api-guide.md#orders), as if they were placed one after another in their order: one statement's
  * cost for all of them (db/batcher.ts). For each order it finds the customer, locks every line's
  * stock row (all of them in product order, so two statements cannot deadlock), and only when the
  * customer exists and every line has the units reserves them, inserts the order with its exact
@@ -224,7 +224,7 @@ interface OrderToPlace {
   traceContext: string | null;
 }
 
-/** At most this many orders share a statement: PostgreSQL's cost per order is ~130 µs at 16 (docs/benchmark.md). */
+/** At most this many orders share a statement: PostgreSQL's cost per order is ~130 µs at 16 (docs/benchmark-log.md). */
 const MAX_ORDERS_PER_STATEMENT = 16;
 
 const batchers = new WeakMap<Db, Batcher<OrderToPlace, Placement>>();
@@ -413,7 +413,7 @@ const ORDER_COLUMNS = [
 
 const selectOrderPage = prepareVariants(7, (key: string) => {
   const [filters, sort, direction, mode] = key.split(',') as [string, OrderSort, SortDirection, PageMode];
-  // Ties are broken by id in the sort's direction (DESIGN §5).
+  // Ties are broken by id in the sort's direction (docs/api-guide.md#orders).
   const column = SORT_COLUMNS[sort];
   const order = { column, type: COLUMN_TYPES[column], direction, idDirection: direction };
   return (

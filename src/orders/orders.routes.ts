@@ -1,4 +1,4 @@
-// The order routes v1 and v2 share (spec 4.2, DESIGN §5): everything but creation, whose
+// The order routes v1 and v2 share (spec 4.2, docs/api-guide.md#orders): everything but creation, whose
 // request differs by version. Each version's plugin sets its own problem form around them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ifMatchOf, versioned } from '../http/etag.js';
@@ -103,7 +103,7 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         ),
     });
 
-    // Actions without a payload: an empty body, or none, is fine (DESIGN §5).
+    // Actions without a payload: an empty body, or none, is fine (docs/api-guide.md#orders).
     const actions: [string, OrderAction, string][] = [
       ['confirmation', 'confirm', 'Confirm the order (PENDING → CONFIRMED)'],
       ['shipment', 'ship', 'Ship the order (CONFIRMED → SHIPPED; its units leave reserved stock)'],

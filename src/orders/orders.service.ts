@@ -1,4 +1,4 @@
-// Orders (spec 4.2, DESIGN §5): placing reserves stock in the same transaction as the insert;
+// Orders (spec 4.2, docs/api-guide.md#orders): placing reserves stock in the same transaction as the insert;
 // every action runs through the state machine on a locked row, and moves stock as it says.
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
@@ -32,14 +32,14 @@ import fastJson from 'fast-json-stringify';
 import { deliveryLease, eventRecorded, idOnly, recordEvent, type EventType } from '../events/index.js';
 
 /**
- * OWASP API1 (DESIGN §2): without admin, a caller sees only the orders whose customer it is.
+ * OWASP API1 (docs/api-guide.md#authentication-and-scopes): without admin, a caller sees only the orders whose customer it is.
  * Every query for orders is filtered through this; anyone else's order is simply not found.
  */
 export function visibilityFor(caller: Principal): Visibility {
   return caller.admin ? 'all' : { customerId: caller.userId };
 }
 
-/** An order with its version, the ETag (DESIGN §10); the wire schemas do not list it. */
+/** An order with its version, the ETag (docs/api-guide.md#safe-retries); the wire schemas do not list it. */
 export type VersionedOrder = OrderDetail & { version: number };
 
 export function toOrderDetail(row: OrderRow): VersionedOrder {
@@ -87,7 +87,7 @@ export interface PlaceOrder {
   items: readonly { productId: number; quantity: number }[];
 }
 
-/** Placing an order for another customer than the caller needs admin (DESIGN §2). */
+/** Placing an order for another customer than the caller needs admin (docs/api-guide.md#authentication-and-scopes). */
 export function assertMayOrderFor(caller: Principal, customerId: number | undefined): void {
   if (customerId !== undefined && customerId !== caller.userId && !caller.admin)
     throw new Forbidden('Placing an order for another customer needs the admin scope.', 'admin');
@@ -173,7 +173,7 @@ function assertVersion(order: OrderRow, ifMatch: IfMatch | undefined): void {
   if (!matchesVersion(ifMatch, order.version)) throw new PreconditionFailed('Order', order.id, order.version);
 }
 
-/** The event each action writes (DESIGN §12). */
+/** The event each action writes (docs/webhooks.md). */
 const ACTION_EVENTS: Record<OrderAction, EventType> = {
   confirm: 'order.confirmed',
   ship: 'order.shipped',
@@ -181,7 +181,7 @@ const ACTION_EVENTS: Record<OrderAction, EventType> = {
   cancel: 'order.cancelled',
 };
 
-/** An event's data (DESIGN §12): the v1 representation, through the response schema. */
+/** An event's data (docs/webhooks.md): the v1 representation, through the response schema. */
 const orderV1Json = fastJson(OrderDetailSchema);
 
 /**
@@ -232,7 +232,7 @@ export async function applyAction(
   });
 }
 
-/** DESIGN §5: note and shipping address change while the order is PENDING or CONFIRMED. */
+/** docs/api-guide.md#orders: note and shipping address change while the order is PENDING or CONFIRMED. */
 export async function updateOrder(
   db: Db,
   caller: Principal,

@@ -12,7 +12,7 @@ export interface OrdersTable {
   shipping_street: string | null;
   shipping_postal_code: string | null;
   cancellation_reason: string | null;
-  /** Incremented by every change, actions included; the ETag (DESIGN §10). */
+  /** Incremented by every change, actions included; the ETag (docs/api-guide.md#safe-retries). */
   version: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;

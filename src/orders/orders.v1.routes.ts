@@ -1,4 +1,4 @@
-// /api/v1/orders (spec 4.2, DESIGN §5): placing an order of one product for the caller, and
+// /api/v1/orders (spec 4.2, docs/api-guide.md#orders): placing an order of one product for the caller, and
 // the shared order routes. Errors in the v1 orders form: validation as "<field>: <message>"
 // strings, 404 "Order not found" with orderId.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -13,7 +13,7 @@ import * as orders from './orders.service.js';
 const tags = ['orders (v1)'];
 
 const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
-  // DESIGN §7: orders are personal data; no cache may keep them.
+  // docs/api-guide.md#errors: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'orders-v1', cacheControl: 'no-store', version: 1 });
 
   app.post('/', {

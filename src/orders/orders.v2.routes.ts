@@ -1,4 +1,4 @@
-// /api/v2/orders (DESIGN §6): placing an order with a customer and a list of items, and the
+// /api/v2/orders (docs/api-guide.md#versions): placing an order with a customer and a list of items, and the
 // shared order routes. Every error in the typed form. Same service and repository as v1.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { etagFor } from '../http/etag.js';
@@ -12,7 +12,7 @@ import * as orders from './orders.service.js';
 const tags = ['orders (v2)'];
 
 const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
-  // DESIGN §7: orders are personal data; no cache may keep them.
+  // docs/api-guide.md#errors: orders are personal data; no cache may keep them.
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-store', version: 2 });
 
   app.post('/', {

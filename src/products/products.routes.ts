@@ -1,4 +1,4 @@
-// /api/products (spec 4.3, DESIGN §4): cacheable reads with ETag from version, management
+// /api/products (spec 4.3, docs/api-guide.md#products-and-stock): cacheable reads with ETag from version, management
 // with If-Match. Typed problems. No version segment (spec 9.5).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { etagFor, ifMatchVersions, noneMatchHits } from '../http/etag.js';

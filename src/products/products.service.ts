@@ -1,4 +1,4 @@
-// Products (DESIGN §4). version is the optimistic-concurrency token and the ETag.
+// Products (docs/api-guide.md#products-and-stock). version is the optimistic-concurrency token and the ETag.
 import type { IfMatch } from '../preconditions.js';
 import type { Db } from '../db/database.js';
 import { pageWindow, type PageOf } from '../page.js';

@@ -1,4 +1,4 @@
-// /api/stock/{productId} (spec 4.3, DESIGN §4): always revalidated (no-cache).
+// /api/stock/{productId} (spec 4.3, docs/api-guide.md#products-and-stock): always revalidated (no-cache).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';

@@ -1,4 +1,4 @@
-// Stock levels (DESIGN §4): available can be ordered, reserved is held by unshipped orders.
+// Stock levels (docs/api-guide.md#products-and-stock): available can be ordered, reserved is held by unshipped orders.
 import type { Db } from '../db/database.js';
 import { EntityNotFound } from '../errors.js';
 import type { Stock } from './products.schemas.js';

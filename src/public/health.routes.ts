@@ -1,4 +1,4 @@
-// Liveness and readiness (DESIGN §8). Readiness asks the database; a load balancer takes an
+// Liveness and readiness (docs/operations.md#running-several-instances). Readiness asks the database; a load balancer takes an
 // instance out while its database is unreachable.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';

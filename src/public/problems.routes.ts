@@ -1,4 +1,4 @@
-// /api/public/problems/{slug}: a human-readable page for each typed problem (DESIGN §8), so
+// /api/public/problems/{slug}: a human-readable page for each typed problem (docs/operations.md#running-several-instances), so
 // that a problem's type URI leads somewhere useful.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';

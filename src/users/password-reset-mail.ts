@@ -1,4 +1,4 @@
-// The password reset's mail (DESIGN §3): a subject a person recognises, a plain-text and an
+// The password reset's mail (docs/api-guide.md#users): a subject a person recognises, a plain-text and an
 // HTML part, and the link built from PASSWORD_RESET_URL. Pure, but for the hand-off to the mailer.
 import type { Config } from '../config.js';
 import type { Mail, Mailer } from '../mail/mailer.js';

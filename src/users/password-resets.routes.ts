@@ -1,4 +1,4 @@
-// POST /api/public/password-resets/completion (DESIGN §3): the reset link's token and a new
+// POST /api/public/password-resets/completion (docs/api-guide.md#users): the reset link's token and a new
 // password, with no bearer token (the link is the proof; the anonymous quota applies).
 // Problems in the v1 users form, as the password change's.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

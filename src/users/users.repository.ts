@@ -146,7 +146,7 @@ function pageArgs(db: Db, p: UserListParams, mode: PageMode, limit: number, offs
 
 const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${PageMode}`) => {
   const [sort, direction, mode] = key.split(',') as [UserSort, SortDirection, PageMode];
-  // Ties are broken by id ascending in both directions (DESIGN §3).
+  // Ties are broken by id ascending in both directions (docs/api-guide.md#users).
   const column = SORT_COLUMNS[sort];
   const order = { column, type: COLUMN_TYPES[column], direction, idDirection: 'asc' } as const;
   return (db, limit: number, offset: number, seekValue: string | undefined, seekId: number | undefined) =>

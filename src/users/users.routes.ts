@@ -1,4 +1,4 @@
-// The user routes (spec 4.1, DESIGN §3, §6), once for both versions. A version supplies what
+// The user routes (spec 4.1, docs/api-guide.md#users, docs/api-guide.md#versions), once for both versions. A version supplies what
 // differs: its schemas, its problem form, and which members of a body it may set (v1 never
 // touches age or address, even when a client sends them: unknown members are ignored).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -37,7 +37,7 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
   const tags = [`users (v${v.version})`];
   const { schemas } = v;
   return async (app) => {
-    // DESIGN §7: user data is personal; no cache may keep it.
+    // docs/api-guide.md#errors: user data is personal; no cache may keep it.
     routeDefaults(app, { problemForm: v.problemForm, cacheControl: 'no-store', version: v.version });
     const resetDelivery = passwordResetDelivery(app.config.passwordReset, app.mailer);
 

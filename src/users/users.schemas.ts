@@ -80,7 +80,7 @@ export type UserListQuery = Static<typeof UserListQuerySchema>;
 
 export const UserPageV1Schema = Page(UserV1Schema, 'UserPage');
 
-// v2 (spec 2.1 extended create, DESIGN §6): age and address, validated recursively.
+// v2 (spec 2.1 extended create, docs/api-guide.md#versions): age and address, validated recursively.
 const Age = () => Type.Integer({ minimum: 18, maximum: 120 });
 const AddressRequestSchema = Type.Object(
   { street: NotBlank({ maxLength: STREET_MAX }), postalCode: PostalCode() },

@@ -1,4 +1,4 @@
-// The users use cases (spec 4.1, DESIGN §3). No HTTP, no SQL: rules, hashing and mapping.
+// The users use cases (spec 4.1, docs/api-guide.md#users). No HTTP, no SQL: rules, hashing and mapping.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
@@ -13,7 +13,7 @@ import * as repo from './users.repository.js';
 import type { UserReadRow } from './users.repository.js';
 import { USER_SORT_FIELDS, UserV1Schema, type PasswordChange } from './users.schemas.js';
 
-/** An event's data (DESIGN §12): the v1 representation, through the v1 response schema. */
+/** An event's data (docs/webhooks.md): the v1 representation, through the v1 response schema. */
 const userV1Json = fastJson(UserV1Schema);
 
 export interface Address {
@@ -31,7 +31,7 @@ export interface User {
   email: string;
   age: number | null;
   address: Address | null;
-  /** The ETag (DESIGN §10); no version's schema lists it, so it is never in a body. */
+  /** The ETag (docs/api-guide.md#safe-retries); no version's schema lists it, so it is never in a body. */
   version: number;
   createdAt: string;
 }
@@ -44,7 +44,7 @@ export interface UserFields {
   address?: Address | null;
 }
 
-/** DESIGN §3: createdAt is the UTC wall clock without zone, to the millisecond. */
+/** docs/api-guide.md#users: createdAt is the UTC wall clock without zone, to the millisecond. */
 export function toUser(row: UserReadRow): User {
   return {
     id: row.id,
@@ -73,7 +73,7 @@ function toColumns(fields: UserFields): repo.UserChanges {
 }
 
 /**
- * OWASP API1 (DESIGN §2): without admin, a caller reaches only its own user; any other answers
+ * OWASP API1 (docs/api-guide.md#authentication-and-scopes): without admin, a caller reaches only its own user; any other answers
  * exactly as a missing one would. Every use case that takes a user id goes through here.
  */
 function assertReachable(caller: Principal, id: number): void {
@@ -98,7 +98,7 @@ export interface UserListRequest {
   sort: string;
 }
 
-/** spec 4.1 rule 4 and DESIGN §3: size above 100 is served as 100; ties broken by id. */
+/** spec 4.1 rule 4 and docs/api-guide.md#users: size above 100 is served as 100; ties broken by id. */
 export async function listUsers(db: Db, caller: Principal, q: UserListRequest, seek?: Seek): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
   const { size, offset } = pageWindow(q.page, q.size);
@@ -139,7 +139,7 @@ export async function createUser(db: Db, caller: Principal, input: NewUser): Pro
 
 /**
  * spec 4.1 rule 2 (PUT replaces every field of the version's shape, which its schema makes
- * required) and DESIGN §3 (PATCH changes only the fields sent; other members are ignored).
+ * required) and docs/api-guide.md#users (PATCH changes only the fields sent; other members are ignored).
  */
 export async function updateUser(
   db: Db,
@@ -170,7 +170,7 @@ export async function updateUser(
 }
 
 /**
- * spec 4.1 rule 3: deleting is idempotent. The user's orders stay (DESIGN §3). Another user's
+ * spec 4.1 rule 3: deleting is idempotent. The user's orders stay (docs/api-guide.md#users). Another user's
  * id, without admin, is a user that does not exist for this caller: nothing happens, 204.
  */
 export async function deleteUser(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
@@ -213,7 +213,7 @@ function hashResetToken(token: string): string {
 }
 
 /**
- * A password reset (DESIGN §3): a single-use random token, stored hashed, that ends the user's
+ * A password reset (docs/api-guide.md#users): a single-use random token, stored hashed, that ends the user's
  * earlier ones and goes to the user by mail once the reset has committed; sending never fails
  * or slows the request. Another user's reset, without admin, is a user that does not exist.
  */

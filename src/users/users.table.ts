@@ -8,7 +8,7 @@ export interface UsersTable {
   age: number | null;
   address_street: string | null;
   address_postal_code: string | null;
-  /** Incremented by every change; the ETag (DESIGN §10). */
+  /** Incremented by every change; the ETag (docs/api-guide.md#safe-retries). */
   version: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;

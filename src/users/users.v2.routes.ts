@@ -1,4 +1,4 @@
-// /api/v2/users (DESIGN §6): v1's routes with age and address, and typed problems.
+// /api/v2/users (docs/api-guide.md#versions): v1's routes with age and address, and typed problems.
 import {
   CreateUserV2Schema,
   PatchUserV2Schema,

@@ -1,4 +1,4 @@
-// Table of contents of /api/v2 (STYLE principle 8): the spec's second variants (DESIGN §6).
+// Table of contents of /api/v2 (STYLE principle 8): the spec's second variants (docs/api-guide.md#versions).
 import type { FastifyPluginAsync } from 'fastify';
 import ordersV2 from '../orders/orders.v2.routes.js';
 import usersV2 from '../users/users.v2.routes.js';

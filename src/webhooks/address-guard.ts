@@ -1,4 +1,4 @@
-// DESIGN §12, SSRF: a webhook may reach only public unicast addresses, unless
+// docs/webhooks.md, SSRF: a webhook may reach only public unicast addresses, unless
 // WEBHOOK_ALLOW_PRIVATE_NETWORKS is on. Addresses are classified by ipaddr.js, not by ranges
 // written here; an IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged as the IPv4 address
 // it is. Anything ipaddr.js does not call `unicast` (loopback, private, link-local with the

@@ -1,4 +1,4 @@
-// The webhook dispatcher (DESIGN §12), one per instance unless WEBHOOK_DISPATCHER=false. It
+// The webhook dispatcher (docs/webhooks.md), one per instance unless WEBHOOK_DISPATCHER=false. It
 // claims due deliveries (deliveries.repository.ts: SKIP LOCKED and a lease, so instances never
 // send one delivery at once and a dead instance's claims come due again), POSTs each event in
 // the Standard Webhooks format over a keep-alive undici Agent, and records the outcome: 2xx
@@ -6,7 +6,7 @@
 // dead; 410 also disables the subscription. Redirects are not followed. Requests never wait for
 // it: they only insert rows, and wake it after they commit.
 //
-// SSRF (DESIGN §12): unless WEBHOOK_ALLOW_PRIVATE_NETWORKS, the address actually connected to
+// SSRF (docs/webhooks.md): unless WEBHOOK_ALLOW_PRIVATE_NETWORKS, the address actually connected to
 // must be public: a host name is resolved by the connection's own lookup, which refuses private
 // answers (so a name that resolved to a public address at creation and to 127.0.0.1 now is
 // refused, and the log says why); an address literal is checked before connecting.
@@ -150,7 +150,7 @@ async function dispatcher(app: FastifyInstance): Promise<void> {
     scanSoon();
   });
 
-  // DESIGN §12 metrics. The backlog is the database's, so every instance reports it.
+  // docs/webhooks.md metrics. The backlog is the database's, so every instance reports it.
   const outcomes = new Counter({
     name: 'webhook_deliveries_total',
     help: 'Webhook delivery attempts by this instance, by outcome',

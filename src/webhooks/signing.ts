@@ -1,4 +1,4 @@
-// Standard Webhooks 1.0 signatures (DESIGN §12): `v1,<base64 HMAC-SHA256>` of
+// Standard Webhooks 1.0 signatures (docs/webhooks.md): `v1,<base64 HMAC-SHA256>` of
 // "<webhook-id>.<webhook-timestamp>.<body>", keyed with the base64-decoded secret after whsec_.
 // Several signatures (during a secret rotation's overlap) are separated by spaces.
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';

@@ -1,4 +1,4 @@
-// The AsyncAPI 3.0 document of the events (DESIGN §12), served at /api/public/asyncapi.json:
+// The AsyncAPI 3.0 document of the events (docs/webhooks.md), served at /api/public/asyncapi.json:
 // what the service sends to webhook subscribers. Built from the same schemas as the routes and
 // the OpenAPI `webhooks` (UserResponse and OrderDetail are the v1 response schemas themselves).
 import { EVENT_TYPES } from '../events/index.js';

@@ -1,4 +1,4 @@
-// The OpenAPI 3.1 `webhooks` section (DESIGN §12): one entry per event type, the POST a
+// The OpenAPI 3.1 `webhooks` section (docs/webhooks.md): one entry per event type, the POST a
 // subscriber receives. Added after the document's passes; `data` refers to the components the
 // routes already define (UserResponse, OrderDetail), so the shapes cannot drift from the API's.
 import { EVENT_TYPES, type EventType } from '../events/index.js';

@@ -1,4 +1,4 @@
-// /api/v1/webhook-subscriptions (DESIGN §12): scopes webhooks:read / webhooks:write, and admin.
+// /api/v1/webhook-subscriptions (docs/webhooks.md): scopes webhooks:read / webhooks:write, and admin.
 // Typed problems. Secrets are in two answers only (create, rotation); nothing here is cached.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { paged } from '../http/pagination.js';

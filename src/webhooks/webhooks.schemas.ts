@@ -1,4 +1,4 @@
-// /api/v1/webhook-subscriptions (DESIGN §12): the wire shapes, with examples for the document.
+// /api/v1/webhook-subscriptions (docs/webhooks.md): the wire shapes, with examples for the document.
 import { Type, type Static } from 'typebox';
 import { EVENT_PATTERNS, EVENT_TYPES, type EventPattern } from '../events/index.js';
 import { Id, Instant, Nullable, Page, PageParams, Text } from '../http/schemas.js';

@@ -1,4 +1,4 @@
-// Webhook subscriptions (DESIGN §12): administrators only; URLs checked against SSRF; the
+// Webhook subscriptions (docs/webhooks.md): administrators only; URLs checked against SSRF; the
 // secret made here and shown once (and again at each rotation).
 import { randomBytes } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
@@ -151,7 +151,7 @@ export interface Delivery {
   nextAttemptAt: string | null;
 }
 
-/** The delivery log of one subscription, newest first (DESIGN §12). */
+/** The delivery log of one subscription, newest first (docs/webhooks.md). */
 export async function listDeliveries(
   db: Db,
   caller: Principal,

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 // Integrity lives in the schema as well as in the validators: NOT NULL, length checks, and
-// e-mail uniqueness ignoring case (DESIGN §3), which is what makes concurrent creates safe.
+// e-mail uniqueness ignoring case (docs/api-guide.md#users), which is what makes concurrent creates safe.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table users (
@@ -13,7 +13,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       updated_at    timestamptz not null default now()
     )`.execute(db);
   await sql`create unique index users_email_key on users (lower(email))`.execute(db);
-  // One index per list sort (DESIGN §3), each ending in id, the tie-breaker.
+  // One index per list sort (docs/api-guide.md#users), each ending in id, the tie-breaker.
   await sql`create index users_name_id_idx on users (name, id)`.execute(db);
   await sql`create index users_email_id_idx on users (email, id)`.execute(db);
   await sql`create index users_created_at_id_idx on users (created_at, id)`.execute(db);

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// A reset request keeps only a hash of its token (the token itself goes out of band, DESIGN §3),
+// A reset request keeps only a hash of its token (the token itself goes out of band, docs/api-guide.md#users),
 // and dies with its user.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

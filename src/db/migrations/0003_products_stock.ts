@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §4. Prices are exact numeric(12,2); version starts at 1 and is the ETag. Each product
+// docs/api-guide.md#products-and-stock. Prices are exact numeric(12,2); version starts at 1 and is the ETag. Each product
 // has one stock row whose counts can never go negative, whatever the code does.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §5. customer_id has no foreign key on purpose: deleting a user keeps its orders
-// (DESIGN §3). Items keep the product's name and price at the time of ordering.
+// docs/api-guide.md#orders. customer_id has no foreign key on purpose: deleting a user keeps its orders
+// (docs/api-guide.md#users). Items keep the product's name and price at the time of ordering.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     create table orders (

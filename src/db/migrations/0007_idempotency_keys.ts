@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §10: the outcome of a request sent with an Idempotency-Key, kept until it expires.
+// docs/api-guide.md#safe-retries: the outcome of a request sent with an Idempotency-Key, kept until it expires.
 // Keys are scoped by the caller (the token's sub). expires_at is indexed for the purge.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

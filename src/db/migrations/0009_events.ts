@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §12, the transactional outbox: one row per change of a user or an order, written in
+// docs/webhooks.md, the transactional outbox: one row per change of a user or an order, written in
 // the change's own transaction. `sequence` orders the events; `tx` is the writing transaction's
 // id, so that a reader can stay below the oldest transaction still open (a longer transaction
 // may commit a smaller sequence later). `data` is the CloudEvent's data member, as JSON text;

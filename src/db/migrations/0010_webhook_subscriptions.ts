@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §12: webhook subscriptions. The secret signs deliveries (Standard Webhooks), so it is
+// docs/webhooks.md: webhook subscriptions. The secret signs deliveries (Standard Webhooks), so it is
 // kept as it was given out; after a rotation the previous one signs too until it expires.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §12: one delivery per event and subscription that wants it, made in the event's own
+// docs/webhooks.md: one delivery per event and subscription that wants it, made in the event's own
 // transaction (events/index.ts), so that a subscription receives exactly the events committed
 // after it existed. Dispatchers claim due deliveries with FOR UPDATE SKIP LOCKED and a lease;
 // a later event for the same subscription and subject waits while an earlier one is pending or

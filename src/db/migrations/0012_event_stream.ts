@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
-// DESIGN §12, the event stream (GET /api/v1/events). `owner` is the user an event is about for
-// the ownership rule of DESIGN §2: the user itself for user events, the order's customer for
+// docs/webhooks.md, the event stream (GET /api/v1/events). `owner` is the user an event is about for
+// the ownership rule of docs/api-guide.md#authentication-and-scopes: the user itself for user events, the order's customer for
 // order events (an `order.deleted` event's data no longer says whose the order was). The stream
 // reads in `(tx, sequence)` order below the oldest open transaction, from this index.
 export async function up(db: Kysely<unknown>): Promise<void> {

@@ -97,7 +97,7 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
     },
   },
   BUSINESS_RULE_VIOLATION: { type: 'business-rule-violation', extensions: (e) => e.extensions },
-  // DESIGN §2: RFC 6750 challenges on 401 and 403.
+  // docs/api-guide.md#authentication-and-scopes: RFC 6750 challenges on 401 and 403.
   UNAUTHENTICATED: {
     type: 401,
     headers: (e) => ({ 'www-authenticate': e.tokenRejected ? 'Bearer error="invalid_token"' : 'Bearer' }),
@@ -108,7 +108,7 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
   },
   PRECONDITION_FAILED: { type: 412, headers: (e) => ({ etag: `"${e.currentVersion}"` }) },
   TOO_MANY_REQUESTS: { type: 429, headers: (e) => ({ 'retry-after': String(e.retryAfterSeconds) }) },
-  // DESIGN §10: about the key, not the resource, so about:blank in every form.
+  // docs/api-guide.md#safe-retries: about the key, not the resource, so about:blank in every form.
   INVALID_IDEMPOTENCY_KEY: { type: 400 },
   IDEMPOTENCY_KEY_IN_USE: { type: 409, headers: () => ({ 'retry-after': '1' }) },
   IDEMPOTENCY_KEY_REUSED: { type: 422 },

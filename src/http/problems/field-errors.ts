@@ -1,5 +1,5 @@
 // ajv errors → the field errors of spec 7.3, with the Bean Validation default messages the
-// spec's clients already know (DESIGN §3). Pure; unit-tested in field-errors.test.ts.
+// spec's clients already know (docs/api-guide.md#users). Pure; unit-tested in field-errors.test.ts.
 import type { ErrorObject } from 'ajv';
 
 export interface FieldError {

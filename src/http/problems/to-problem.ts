@@ -1,4 +1,4 @@
-// Any error → the problem document (spec 7, DESIGN §3, §5, §6, §7) in the form the route
+// Any error → the problem document (spec 7, docs/api-guide.md#users, docs/api-guide.md#orders, docs/api-guide.md#versions, docs/api-guide.md#errors) in the form the route
 // asks for. Pure: the error handler supplies the context and writes the reply. A domain error
 // is looked up by its code in error-registry.ts; validation, framework and driver errors that
 // never become domain errors are mapped here.
@@ -36,7 +36,7 @@ export interface Problem {
 
 export interface ProblemContext {
   form: ProblemForm;
-  /** The request path without its query string (DESIGN §7). */
+  /** The request path without its query string (docs/api-guide.md#errors). */
   instance: string;
   errorTypeBase: string;
   requestId: string;
@@ -139,7 +139,7 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
   return headers === undefined ? result : { ...result, headers };
 }
 
-/** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (DESIGN §7). */
+/** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (docs/api-guide.md#errors). */
 function internalError(ctx: ProblemContext): Problem {
   return { ...typed('internal-error', INTERNAL_ERROR_DETAIL, ctx, { requestId: ctx.requestId }), unexpected: true };
 }
