@@ -3,7 +3,7 @@
 
 export const MAX_PAGE_SIZE = 100;
 
-/** One page of a list, as a service returns it; http/pagination.ts makes the envelope. */
+/** One page of a list, as a service returns it; http/paging/pagination.ts makes the envelope. */
 export interface PageOf<T> {
   content: T[];
   total: number;

@@ -58,6 +58,45 @@ describe('layer boundaries', () => {
       'src/users/users.service.ts',
       "import { getOrder } from '../orders/orders.service.js';",
     ],
+    [
+      'webhooks reaching into the events repository',
+      'src/webhooks/delivery/dispatcher.ts',
+      "import { insertEvent } from '../../events/events.repository.js';",
+    ],
+    [
+      'events reaching into the webhook dispatcher',
+      'src/events/events.repository.ts',
+      "import { Dispatcher } from '../webhooks/delivery/dispatcher.js';",
+    ],
+    ['a resource importing postgres.js', 'src/webhooks/delivery/plugin.ts', "import postgres from 'postgres';"],
+    [
+      'a repository importing PGlite',
+      'src/users/users.repository.ts',
+      "import { PGlite } from '@electric-sql/pglite';",
+    ],
+    ['the framework importing postgres.js', 'src/http/read-replicas.ts', "import postgres from 'postgres';"],
+    ['a top-level module importing postgres.js', 'src/server.ts', "import postgres from 'postgres';"],
+    [
+      'the framework importing a resource',
+      'src/http/openapi/openapi.ts',
+      "import { x } from '../../webhooks/index.js';",
+    ],
+    ['a framework file importing a resource', 'src/http/cors.ts', "import { x } from '../users/index.js';"],
+    [
+      'a framework file importing a feature room’s repository',
+      'src/http/content-negotiation.ts',
+      "import { beginKeyed } from './idempotency/idempotency.repository.js';",
+    ],
+    [
+      'a feature room importing another room’s repository',
+      'src/http/paging/pagination.ts',
+      "import { beginKeyed } from '../idempotency/idempotency.repository.js';",
+    ],
+    [
+      'a feature room’s plugin importing Kysely',
+      'src/http/idempotency/idempotency.ts',
+      "import { sql } from 'kysely';",
+    ],
   ])('refuses %s', async (_what, filePath, code) => {
     const found = await violations(filePath, code);
     expect(found).toHaveLength(1);
@@ -78,6 +117,27 @@ describe('layer boundaries', () => {
     ],
     ['a repository importing Kysely', 'src/users/users.repository.ts', "import { sql } from 'kysely';"],
     ['a db/ module importing Kysely', 'src/db/database.ts', "import { sql } from 'kysely';"],
+    ['a db/ module importing postgres.js', 'src/db/notifications.ts', "import postgres from 'postgres';"],
+    [
+      'events through the webhooks entry point',
+      'src/events/events.repository.ts',
+      "import { fanOut } from '../webhooks/index.js';",
+    ],
+    [
+      'a feature room’s plugin importing its own repository',
+      'src/http/idempotency/idempotency.ts',
+      "import { beginKeyed } from './idempotency.repository.js';",
+    ],
+    [
+      'a feature room’s repository importing Kysely',
+      'src/http/idempotency/idempotency.repository.ts',
+      "import { sql } from 'kysely';",
+    ],
+    [
+      'app.ts, the composition root, importing a resource',
+      'src/app.ts',
+      "import x from './webhooks/delivery/plugin.js';",
+    ],
     [
       'a test reaching anywhere',
       'src/orders/order-status.test.ts',

@@ -2,7 +2,7 @@
 // can trust"), and the checker that holds every test's answers to it.
 import type { FastifyPluginAsync } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { operationIdOf } from '../src/http/openapi-document.js';
+import { operationIdOf } from '../src/http/openapi/document.js';
 import { createProduct } from './support/factories.js';
 import { checkedAnswers, violations } from './support/openapi-conformance.js';
 import { buildTestApp } from './support/test-app.js';

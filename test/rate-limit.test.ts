@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MAX_HITS_PER_CALL, RedisStore } from '../src/http/rate-limit.js';
+import { MAX_HITS_PER_CALL, RedisStore } from '../src/http/rate-limit/redis-store.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp, engine } from './support/test-app.js';
 import { ADMIN, bearer } from './support/tokens.js';

@@ -30,6 +30,21 @@ async function holdUser(
   };
 }
 
+/**
+ * A user row written straight to the database: creating one through the API hashes its password
+ * (argon2, ~100 ms of a thread-pool thread), which a loaded host can stretch past this file's
+ * 300-ms REQUEST_TIMEOUT_MS before the test has begun.
+ */
+async function storedUser(app: Awaited<ReturnType<typeof buildTestApp>>['app']): Promise<{ id: number; name: string }> {
+  const name = 'Timed User';
+  const email = `timed-${String(process.pid)}-${String(performance.now()).replace('.', '-')}@example.com`;
+  const { rows } = await sql<{ id: number }>`
+    insert into users (name, email, password_hash) values (${name}, ${email}, 'not a hash') returning id`.execute(
+    app.db,
+  );
+  return { id: rows[0]!.id, name };
+}
+
 const problem503 = {
   type: 'about:blank',
   title: 'Service Unavailable',
@@ -42,7 +57,7 @@ describe('REQUEST_TIMEOUT_MS', async () => {
   const api = asAdmin(app);
 
   it('answers a request still running after the limit with 503 and Retry-After', async () => {
-    const user = await createUser(app);
+    const user = await storedUser(app);
     const hold = await holdUser(app.db, user.id);
     const started = Date.now();
     const response = await api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Slow Change' } });
@@ -58,7 +73,7 @@ describe('REQUEST_TIMEOUT_MS', async () => {
   });
 
   it('times out every slow request among fast ones that finish before, between and after them', async () => {
-    const user = await createUser(app);
+    const user = await storedUser(app);
     const hold = await holdUser(app.db, user.id);
     const probe = () => app.inject({ method: 'GET', url: '/api/public/health/live' });
     const slow = () => api({ method: 'PATCH', url: `/api/v1/users/${user.id}`, payload: { name: 'Slow Change' } });
@@ -72,7 +87,7 @@ describe('REQUEST_TIMEOUT_MS', async () => {
   });
 
   it('serves normally afterwards, and a fast request is never cut', async () => {
-    const user = await createUser(app);
+    const user = await storedUser(app);
     const response = await api({ method: 'GET', url: `/api/v1/users/${user.id}` });
     expect(response.statusCode).toBe(200);
   });

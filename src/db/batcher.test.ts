@@ -101,4 +101,25 @@ describe('Batcher', () => {
     const batcher = new Batcher(async () => [1], { maxSize: 10, maxInFlight: 1 });
     await expect(Promise.all([batcher.call(1), batcher.call(2)])).rejects.toThrow('a batch of 2 got 1 answers');
   });
+
+  it('with minSpacingMs, sends the next batch no sooner than that after the last, gathering meanwhile', async () => {
+    const sentAt: number[] = [];
+    const batches: number[][] = [];
+    const batcher = new Batcher(
+      async (inputs: number[]) => {
+        sentAt.push(performance.now());
+        batches.push(inputs);
+        return inputs;
+      },
+      { maxSize: 100, maxInFlight: 1, minSpacingMs: 40 },
+    );
+    await batcher.call(1); // the first leaves a turn later
+    const later = [2, 3, 4].map((n) => batcher.call(n));
+    await turn();
+    const fifth = batcher.call(5);
+    await Promise.all([...later, fifth]);
+
+    expect(batches).toEqual([[1], [2, 3, 4, 5]]);
+    expect(sentAt[1]! - sentAt[0]!).toBeGreaterThanOrEqual(39);
+  });
 });

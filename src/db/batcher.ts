@@ -17,21 +17,28 @@ interface Pending<I, O> {
  * so every call of that turn joins it), while fewer than `maxInFlight` batches are out; else when
  * one comes back. So a call under light load goes out alone, a turn later; under load, calls
  * gather while the batches in flight run, and a batch takes at most `maxSize` of them, oldest
- * first.
+ * first. With `minSpacingMs`, a batch also leaves no sooner than that after the one before it:
+ * for writes that can wait a few ms, fewer and fuller statements.
  */
 export class Batcher<I, O> {
   readonly #send: (inputs: I[]) => Promise<(O | Promise<O>)[]>;
   readonly #maxSize: number;
   readonly #maxInFlight: number;
+  readonly #minSpacingMs: number;
+  #lastSent = Number.NEGATIVE_INFINITY;
   #waiting: Pending<I, O>[] = [];
   #inFlight = 0;
   #scheduled = false;
 
-  constructor(send: (inputs: I[]) => Promise<(O | Promise<O>)[]>, options: { maxSize: number; maxInFlight: number }) {
+  constructor(
+    send: (inputs: I[]) => Promise<(O | Promise<O>)[]>,
+    options: { maxSize: number; maxInFlight: number; minSpacingMs?: number },
+  ) {
     if (!(options.maxSize >= 1 && options.maxInFlight >= 1)) throw new RangeError('a batch needs room for one call');
     this.#send = send;
     this.#maxSize = options.maxSize;
     this.#maxInFlight = options.maxInFlight;
+    this.#minSpacingMs = options.minSpacingMs ?? 0;
   }
 
   /** `input`'s answer, from the next batch that takes it. */
@@ -45,7 +52,9 @@ export class Batcher<I, O> {
   #schedule(): void {
     if (this.#scheduled || this.#inFlight >= this.#maxInFlight || this.#waiting.length === 0) return;
     this.#scheduled = true;
-    setImmediate(this.#flush);
+    const wait = this.#lastSent + this.#minSpacingMs - performance.now();
+    if (wait > 0) setTimeout(this.#flush, wait);
+    else setImmediate(this.#flush);
   }
 
   readonly #flush = (): void => {
@@ -53,6 +62,7 @@ export class Batcher<I, O> {
     while (this.#waiting.length > 0 && this.#inFlight < this.#maxInFlight) {
       const batch = this.#waiting.splice(0, this.#maxSize);
       this.#inFlight++;
+      this.#lastSent = performance.now();
       void this.#run(batch).finally(() => {
         this.#inFlight--;
         this.#schedule();

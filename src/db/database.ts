@@ -3,7 +3,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { OrderItemsTable, OrdersTable } from '../orders/orders.table.js';
 import type { ProductsTable, StockTable } from '../products/products.table.js';
 import type { PasswordResetsTable, UsersTable } from '../users/users.table.js';
-import type { IdempotencyKeysTable } from './idempotency-keys.js';
+import type { IdempotencyKeysTable } from '../http/idempotency/idempotency.table.js';
 import type { EventsTable } from '../events/events.table.js';
 import type { WebhookSubscriptionsTable } from '../webhooks/webhooks.table.js';
 import type { WebhookDeliveriesTable } from '../webhooks/deliveries.table.js';

@@ -4,123 +4,22 @@ import type { Db } from '../db/database.js';
 import type { EventsTable } from './events.table.js';
 import type { Insertable, RawBuilder, Selectable } from 'kysely';
 import type { EventType } from './event-types.js';
+import { fanOut, handedOver, newDeliveries, type FanOut, type NewDeliveries } from '../webhooks/index.js';
 
 export type EventRow = Selectable<EventsTable>;
 
 /**
- * A delivery handed to the dispatcher of the process that wrote it, already leased to it: what
- * sending it needs, as a claim returns it (webhooks/deliveries.repository.ts).
- */
-export interface LeasedDelivery {
-  id: number;
-  subscription_id: number;
-  attempts: number;
-  /** The lease's fencing token (migration 0020): the outcome is recorded under it. */
-  fencing_token: number;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_expires_at: Date | null;
-  event_id: string;
-  event_type: EventType;
-  subject: string;
-  time: Date;
-  data: string;
-  /** The `traceparent` of the request that wrote the event (tracing on and sampled), else null. */
-  trace_context: string | null;
-}
-
-/** A new event's deliveries: the ids of those to claim, and those leased to this process at insert. */
-export interface NewDeliveries {
-  ids: number[];
-  leased: LeasedDelivery[];
-}
-
-/**
- * The outbox's fan-out, as a statement for a WITH item: one webhook delivery for every enabled
- * subscription that wants the type of the event in `events` (a WITH item returning `sequence`,
- * `type`, `subject`): exactly, by `user.*` / `order.*`, or `*` (docs/webhooks.md).
- *
- * With `leaseMs` (given for the event that creates its subject: nothing earlier of that subject
- * can be waiting, so the order rule holds without a look), each delivery is inserted already
- * claimed by the writing process for that long, as the dispatcher's claim would (`attempts` 1,
- * leased), so that its dispatcher sends it after the commit without a claim statement; a killed
- * instance's lease lapses like a claimed one's. (A look for earlier deliveries of the subject in
- * this statement, so as to lease later events too, was tried: in `npm run bench -- --webhooks`
- * a subscription then cost PostgreSQL +520–690 µs an order, against none of that for a server
- * started afterwards on the same grown table: a plan made while the table was small.)
- */
-function fanOut(events: string, leaseMs: number | null): RawBuilder<unknown> {
-  return sql`
-    insert into webhook_deliveries (subscription_id, event_sequence, subject, attempts, fencing_token, leased_until,
-                                    last_attempt_at)
-    select s.id, e.sequence, e.subject, (${leaseMs}::integer is not null)::int, (${leaseMs}::integer is not null)::int,
-           now() + ${leaseMs}::integer * interval '1 millisecond',
-           case when ${leaseMs}::integer is not null then now() end
-      from ${sql.table(events)} e join webhook_subscriptions s
-        on s.enabled and s.events && array[e.type, split_part(e.type, '.', 1) || '.*', '*']
-    returning id, subscription_id, event_sequence, leased_until is not null as leased`;
-}
-
-/**
- * The deliveries of the WITH items `deliveries` (a fan-out) and `event` as one JSON text (null
- * when there are none): the id of each, or the whole of those leased at insert.
- */
-function handedOver(deliveries: string, event: string): RawBuilder<string | null> {
-  return sql<string | null>`(
-    select json_agg(case when d.leased then json_build_object(
-             'id', d.id, 'subscription_id', d.subscription_id, 'url', s.url, 'secret', s.secret,
-             'previous_secret', s.previous_secret, 'previous_secret_expires_at', s.previous_secret_expires_at,
-             'event_id', e.id, 'event_type', e.type, 'subject', e.subject, 'time', e.time, 'data', e.data,
-             'trace_context', e.trace_context)
-           else to_json(d.id) end)::text
-      from ${sql.table(deliveries)} d
-      join ${sql.table(event)} e on e.sequence = d.event_sequence
-      join webhook_subscriptions s on s.id = d.subscription_id)`;
-}
-
-type HandedOver =
-  | number
-  | (Omit<LeasedDelivery, 'attempts' | 'fencing_token' | 'time' | 'previous_secret_expires_at'> & {
-      time: string;
-      previous_secret_expires_at: string | null;
-    });
-
-/** Reads `handedOver`'s JSON text. */
-export function newDeliveries(text: string | null): NewDeliveries {
-  const ids: number[] = [];
-  const leased: LeasedDelivery[] = [];
-  for (const d of text === null ? [] : (JSON.parse(text) as HandedOver[])) {
-    if (typeof d === 'number') ids.push(d);
-    else
-      leased.push({
-        ...d,
-        attempts: 1,
-        fencing_token: 1,
-        time: new Date(d.time),
-        previous_secret_expires_at:
-          d.previous_secret_expires_at === null ? null : new Date(d.previous_secret_expires_at),
-      });
-  }
-  return { ids, leased };
-}
-
-/**
  * Inserts the event and, in the same statement, its deliveries (the fan-out): committed with the
- * change or not at all (docs/webhooks.md). `leaseMs`: see fanOut.
+ * change or not at all (docs/webhooks.md).
  */
-export async function insertEvent(
-  db: Db,
-  row: Insertable<EventsTable>,
-  leaseMs: number | null,
-): Promise<NewDeliveries> {
+export async function insertEvent(db: Db, row: Insertable<EventsTable>, fan: FanOut): Promise<NewDeliveries> {
   const { rows } = await sql<{ deliveries: string | null }>`
     with e as (
       insert into events (id, type, subject, time, data, owner, trace_context)
       values (${row.id}, ${row.type}, ${row.subject}, ${row.time}, ${row.data}, ${row.owner}, ${row.trace_context ?? null})
       returning sequence, id, type, subject, time, data, trace_context
     ),
-    d as (${fanOut('e', leaseMs)})
+    d as (${fanOut('e', fan)})
     select ${handedOver('d', 'e')} as deliveries`.execute(db);
   return newDeliveries(rows[0]?.deliveries ?? null);
 }
@@ -136,8 +35,8 @@ export interface EventOfRow {
   owner: RawBuilder<number>;
   /** Each row's `traceparent`, or null (see EventsTable.trace_context). */
   traceContext: RawBuilder<string | null>;
-  /** See fanOut. */
-  leaseMs: number | null;
+  /** How its deliveries are made (webhooks/index.ts, fanOutFor). */
+  fanOut: FanOut;
 }
 
 /**
@@ -154,7 +53,7 @@ export function recordEventWith(source: string, event: EventOfRow): RawBuilder<u
         from ${sql.table(source)}
       returning sequence, id, type, subject, time, data, trace_context
     ),
-    recorded_deliveries as (${fanOut('recorded_event', event.leaseMs)})`;
+    recorded_deliveries as (${fanOut('recorded_event', event.fanOut)})`;
 }
 
 /** recordEventWith's deliveries as JSON text, for newDeliveries. */

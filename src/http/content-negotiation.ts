@@ -11,7 +11,7 @@ import {
   nestsDeeperThan,
   unstorableFields,
 } from './body-guard.js';
-import { keepBodyForFingerprint } from './idempotency.js';
+import { keepBodyForFingerprint } from './idempotency/idempotency.js';
 import { plain } from './problems/to-problem.js';
 import { sendProblem } from './problems/error-handler.js';
 import { requestPath } from './request-url.js';

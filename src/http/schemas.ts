@@ -147,7 +147,7 @@ export const PostalCode = () =>
 export const Instant = (description = 'ISO 8601 instant (UTC)') =>
   Type.String({ format: 'date-time', maxLength: 30, description, examples: ['2026-11-21T22:34:23.123Z'] });
 
-/** A list cursor: base64url payload, '.', a 16-byte signature (http/pagination.ts). */
+/** A list cursor: base64url payload, '.', a 16-byte signature (http/paging/pagination.ts). */
 export const CURSOR_PATTERN = '^[A-Za-z0-9_-]{1,1000}\\.[A-Za-z0-9_-]{22}$';
 
 /** `cursor` of a list whose Link carries seek cursors (users, orders). */

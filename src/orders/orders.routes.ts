@@ -2,7 +2,7 @@
 // request differs by version. Each version's plugin sets its own problem form around them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ifMatchOf, versioned } from '../http/etag.js';
-import { listCursors, paged } from '../http/pagination.js';
+import { listCursors, paged } from '../http/paging/pagination.js';
 import { EmptyBodySchema, IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';
 import type { OrderAction } from './order-status.js';
 import {

@@ -16,6 +16,7 @@ import {
   type OrderStatus,
 } from './order-status.js';
 import * as repo from './orders.repository.js';
+import * as placement from './placement.repository.js';
 import type { Visibility } from './orders.repository.js';
 import {
   ORDER_SORT_FIELDS,
@@ -29,7 +30,7 @@ import {
 import type { OrderItemRow, OrderRow } from './orders.table.js';
 import { transact } from '../db/transact.js';
 import fastJson from 'fast-json-stringify';
-import { deliveryLease, eventRecorded, idOnly, recordEvent, type EventType } from '../events/index.js';
+import { eventsWritten, idOnly, recordEvent, type EventType } from '../events/index.js';
 
 /**
  * OWASP API1 (docs/api-guide.md#authentication-and-scopes): without admin, a caller sees only the orders whose customer it is.
@@ -96,7 +97,7 @@ export function assertMayOrderFor(caller: Principal, customerId: number | undefi
 /**
  * Places an order: checks the customer, reserves every line's stock, inserts the order and its
  * items and records `order.created`, all in one statement, so an order exists exactly when its
- * stock is held and its event written (orders.repository.ts placeOrderRows).
+ * stock is held and its event written (placement.repository.ts).
  */
 export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): Promise<VersionedOrder> {
   const customerId = input.customerId ?? caller.userId;
@@ -109,15 +110,15 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   // One line per product, locked in product order so that concurrent orders cannot deadlock.
   const quantities = new Map<number, number>();
   for (const item of input.items) quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
-  const lines = [...quantities].sort(([a], [b]) => a - b);
+  const lines = [...quantities].sort(([a], [b]) => a - b).map(([productId, quantity]) => ({ productId, quantity }));
 
   // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
   // joins that one, and its deliveries go to the dispatcher when that commits.
-  const placed = await repo.placeOrderRows(db, customerId, lines, deliveryLease(db, 'order.created'));
+  const placed = await placement.placeOrder(db, { customerId, lines });
   if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
   if (placed.order === undefined) {
     // The first line, in product order, that could not be reserved.
-    for (const [productId, quantity] of lines) {
+    for (const { productId, quantity } of lines) {
       const available = placed.available.get(productId);
       if (available === undefined)
         throw new BusinessRuleViolation(`Product ${productId} does not exist.`, { productId });
@@ -129,7 +130,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
     }
     throw new Error('an order with a customer and every line available was not placed');
   }
-  eventRecorded(db, placed.deliveries);
+  eventsWritten(db, placed.deliveries);
   return toOrderDetail(placed.order);
 }
 

@@ -2,7 +2,7 @@
 // with If-Match. Typed problems. No version segment (spec 9.5).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { etagFor, ifMatchVersions, noneMatchHits } from '../http/etag.js';
-import { paged } from '../http/pagination.js';
+import { paged } from '../http/paging/pagination.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';

@@ -1,6 +1,4 @@
-// What other resources may use of users/ (docs/architecture.md, "Between resources"): an
-// order's customer must exist when the order is placed.
-export { userExists } from './users.repository.js';
+// What other resources may use of users/ (docs/architecture.md, "Between resources").
 // The v1 representation, for the events' documents (webhooks/webhooks.asyncapi.ts).
 export { UserV1Schema } from './users.schemas.js';
 // The public half of the password reset (public/index.ts registers it under /api/public).

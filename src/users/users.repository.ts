@@ -63,14 +63,6 @@ export async function findUserV1ById(db: Db, id: number): Promise<UserReadRow | 
   return (await selectUserV1ById(db, id))[0];
 }
 
-const selectUserId = prepare(1, (db, id: number) => db.selectFrom('users').select('id').where('id', '=', id), {
-  warmUp: [0],
-});
-
-export async function userExists(db: Db, id: number): Promise<boolean> {
-  return (await selectUserId(db, id)).length > 0;
-}
-
 export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {
   const row = await db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
   return row?.password_hash;

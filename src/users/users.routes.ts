@@ -4,7 +4,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from 'typebox';
 import { etagFor, ifMatchOf, versioned } from '../http/etag.js';
-import { listCursors, paged } from '../http/pagination.js';
+import { listCursors, paged } from '../http/paging/pagination.js';
 import type { ProblemForm } from '../http/problems/to-problem.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';

@@ -1,7 +1,7 @@
 // /api/v1/webhook-subscriptions (docs/webhooks.md): scopes webhooks:read / webhooks:write, and admin.
 // Typed problems. Secrets are in two answers only (create, rotation); nothing here is cached.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { paged } from '../http/pagination.js';
+import { paged } from '../http/paging/pagination.js';
 import { createdLocation } from '../http/request-url.js';
 import { routeDefaults } from '../http/route-defaults.js';
 import { EmptyBodySchema, IdParamSchema, NoContentSchema, problemResponses } from '../http/schemas.js';

@@ -5,7 +5,7 @@ import { sql, type Kysely } from 'kysely';
 // A NOTIFY in a transaction takes a cluster-wide lock at commit, so every write of a user or an
 // order was serialised on it (POST /api/v1/orders with one subscription: 375 req/s with the
 // trigger, 488 without, 572 with the subscription paused). The instance that queued deliveries
-// now notifies after its commit, at most every 50 ms (webhooks/dispatcher.ts).
+// now notifies after its commit, at most every 50 ms (webhooks/delivery/).
 //
 // And room on each page for a claim's update (lease, attempts), which touches no indexed column:
 // with it, PostgreSQL updates the row in place (HOT) instead of adding an entry to every index.

@@ -1,7 +1,7 @@
 // Idempotency-Key on every POST and PATCH (docs/api-guide.md#safe-retries, draft-ietf-httpapi-idempotency-key-header).
 // One mechanism for all routes: hooks added to each POST and PATCH route as it is declared.
 //
-// A request sent with a key runs in one database transaction (db/idempotency-keys.ts) that
+// A request sent with a key runs in one database transaction (idempotency.repository.ts) that
 // holds the key's lock: handlers reach it as `request.db`. When the answer is ready (onSend),
 // a 2xx is stored with the writes and both commit; a 409 or 422 is stored after the writes are
 // rolled back; anything else rolls back and stores nothing, so a retry runs again. A retry
@@ -22,7 +22,7 @@ import type {
   RouteOptions,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Db } from '../db/database.js';
+import type { Db } from '../../db/database.js';
 import {
   beginKeyed,
   commitKeyed,
@@ -30,9 +30,9 @@ import {
   rollbackKeyed,
   type KeyedTransaction,
   type StoredOutcome,
-} from '../db/idempotency-keys.js';
-import { DatabaseUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../errors.js';
-import { withoutQuery } from './request-url.js';
+} from './idempotency.repository.js';
+import { DatabaseUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../../errors.js';
+import { withoutQuery } from '../request-url.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,27 +1,15 @@
 // The stored outcomes of requests sent with an Idempotency-Key (docs/api-guide.md#safe-retries), and the request
-// transaction they commit in. http/idempotency.ts decides when; this file holds the SQL.
+// transaction they commit in. idempotency.ts decides when; this file holds the SQL.
 //
 // A keyed request runs in one transaction: BEGIN, read a live stored outcome (replayed, locked
 // or not) and take the key's advisory lock (a request that finds it taken and nothing stored is
 // still racing the first), SAVEPOINT; then the
 // handler's writes; then the outcome is inserted and everything commits together. A 409 or
 // 422 outcome first rolls back to the savepoint, so that it is stored without a partial write.
-import { sql, type ControlledTransaction, type Generated, type Kysely } from 'kysely';
-import { IdempotencyKeyInUse } from '../errors.js';
-import type { Database, Db } from './database.js';
-import { committed, discardAfterCommit, opened } from './transact.js';
-
-export interface IdempotencyKeysTable {
-  subject: string;
-  key: string;
-  fingerprint: string;
-  status: number;
-  /** A JSON object of the stored response headers. */
-  headers: string;
-  body: string | null;
-  created_at: Generated<Date>;
-  expires_at: Date;
-}
+import { sql, type ControlledTransaction, type Kysely } from 'kysely';
+import { IdempotencyKeyInUse } from '../../errors.js';
+import type { Database, Db } from '../../db/database.js';
+import { committed, discardAfterCommit, opened } from '../../db/transact.js';
 
 /** What a request sent with a key produced, as sent: replayed byte for byte. */
 export interface StoredOutcome {

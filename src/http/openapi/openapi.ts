@@ -3,7 +3,6 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { addWebhooks } from '../webhooks/webhooks.openapi.js';
 import {
   corsHeaders,
   decimalPlacesInWords,
@@ -19,9 +18,9 @@ import {
   standardProblemResponses,
   unversionedPaths,
   type Document,
-} from './openapi-document.js';
-import { ProblemSchema } from './schemas.js';
-import { SUPPORTED_VERSIONS, vendorMediaType } from './versioning.js';
+} from './document.js';
+import { ProblemSchema } from '../schemas.js';
+import { SUPPORTED_VERSIONS, vendorMediaType } from '../versioning.js';
 
 // The document is plain JSON: TypeBox's schema type is one JSON object among the others there.
 const PROBLEM_CONTENT = { 'application/problem+json': { schema: ProblemSchema as unknown as Record<string, unknown> } };
@@ -205,7 +204,7 @@ const TAGS: Record<string, string> = {
   problems: 'The pages that the typed problem documents’ `type` URIs point to (no authentication)',
 };
 
-/** The passes every operation needs (http/openapi-document.ts), in an order that lets each see the last. */
+/** The passes every operation needs (document.ts), in an order that lets each see the last. */
 function finishDocument(document: Document): void {
   parametersWithDefaultsOptional(document);
   noContentWithoutBody(document);
@@ -220,7 +219,15 @@ function finishDocument(document: Document): void {
   problemResponsesAsComponents(document);
 }
 
-async function openapi(app: FastifyInstance): Promise<void> {
+export interface OpenApiOptions {
+  /**
+   * Adds what the routes cannot say to the finished document: the `webhooks` section, which the
+   * webhooks folder owns (app.ts passes it; the framework imports no resource).
+   */
+  extend?: ((document: Record<string, unknown>) => void)[];
+}
+
+async function openapi(app: FastifyInstance, { extend = [] }: OpenApiOptions): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -278,7 +285,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
       addRateLimitResponses(document);
       unversionedPaths(document, SUPPORTED_VERSIONS, app.config.apiVendor);
       finishDocument(document);
-      addWebhooks(document as unknown as Record<string, unknown>);
+      for (const add of extend) add(document as unknown as Record<string, unknown>);
       return documentObject.openapiObject;
     },
   });

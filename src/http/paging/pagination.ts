@@ -8,12 +8,12 @@
 // other use, or any change to it, is a 400 in the route's validation form.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { loadCursorSecret } from '../db/cursor-secrets.js';
-import type { Db } from '../db/database.js';
-import { MAX_PAGE_SIZE, type PageOf, type RowKey, type Seek } from '../page.js';
-import { InvalidFields } from './problems/field-errors.js';
-import { CURSOR_PATTERN } from './schemas.js';
-import { requestOrigin, requestPath, requestQuery } from './request-url.js';
+import { loadCursorSecret } from './cursor-secret.repository.js';
+import type { Db } from '../../db/database.js';
+import { MAX_PAGE_SIZE, type PageOf, type RowKey, type Seek } from '../../page.js';
+import { InvalidFields } from '../problems/field-errors.js';
+import { CURSOR_PATTERN } from '../schemas.js';
+import { requestOrigin, requestPath, requestQuery } from '../request-url.js';
 
 export interface PageEnvelope<T> {
   content: T[];

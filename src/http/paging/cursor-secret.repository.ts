@@ -1,8 +1,8 @@
-// The key that signs list cursors (http/pagination.ts): made by the first instance that needs
+// The key that signs list cursors (pagination.ts): made by the first instance that needs
 // it and kept in the database, so that a cursor from one instance is good on every other.
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Db } from './database.js';
+import type { Db } from '../../db/database.js';
 
 /** The stored key, storing a new random one first if there is none (one statement). */
 export async function loadCursorSecret(db: Db): Promise<Buffer> {

@@ -3,7 +3,7 @@
 // whole API, so no route repeats it, and the served document, `npm run openapi` and the tests
 // that validate every response against it all see the same result.
 
-import { problemResponses } from './schemas.js';
+import { problemResponses } from '../schemas.js';
 
 type Json = Record<string, unknown>;
 
