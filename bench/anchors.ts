@@ -1,8 +1,10 @@
 // The benchmark's anchors: the least a Node server can do for the same answer.
 //   anchors.ts http <port>             a fixed JSON user from bare node:http
-//   anchors.ts pg <port> <url> [max]   one user by primary key through postgres.js, max: 1
-//                                      (the TechEmpower shape: prepared, pipelined); a larger
-//                                      max is the shape that decays (bench --soak --soak-decaying)
+//   anchors.ts pg <port> <url> [max]   one user by primary key through postgres.js, max: 1, in its
+//                                      leanest form: sql.unsafe(text, [id], { prepare: true }) with
+//                                      fetch_types: false (no tagged-template parse per call, no type
+//                                      query at connect), prepared and pipelined; a larger max is the
+//                                      shape that decays (bench --soak --soak-decaying)
 //   anchors.ts pglite <port> <seed>    one user by primary key through PGlite in memory (its
 //                                      query()), seeded with <seed> users by plain SQL
 //   anchors.ts pglite-named <port> <seed>
@@ -60,9 +62,10 @@ if (kind === 'http') {
   }).listen(port, '127.0.0.1', ready);
 } else if (kind === 'pg') {
   const { default: postgres } = await import('postgres');
-  const sql = postgres(arg ?? '', { max: Number(maxArg ?? 1), prepare: true, onnotice: () => {} });
+  const sql = postgres(arg ?? '', { max: Number(maxArg ?? 1), prepare: true, fetch_types: false, onnotice: () => {} });
+  const text = 'select id, name, email, created_at from users where id = $1';
   createServer((req, res) => {
-    sql<UserRow[]>`select id, name, email, created_at from users where id = ${idOf(req.url ?? '')}`.then(
+    sql.unsafe<UserRow[]>(text, [idOf(req.url ?? '')], { prepare: true }).then(
       (rows) => send(res, rows[0]),
       () => res.writeHead(500).end(),
     );

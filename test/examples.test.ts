@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { asAdmin } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
+import { until } from './support/until.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const { app } = await buildTestApp({
@@ -59,9 +60,11 @@ describe('examples/webhook-receiver.ts', () => {
     });
     expect(user.statusCode).toBe(201);
     const userId = user.json<{ id: number }>().id;
-    const until = Date.now() + 10_000;
-    while (!started.lines.some((l) => l.startsWith('user.created')) && Date.now() < until)
-      await new Promise((r) => setTimeout(r, 50));
+    await until(
+      'the receiver printing the event',
+      () => started.lines.some((l) => l.startsWith('user.created')),
+      10_000,
+    );
     const unsigned = await fetch(started.url, { method: 'POST', body: '{"type":"user.created"}' });
 
     expect(started.lines.filter((l) => l.startsWith('user.'))).toEqual([

@@ -17,6 +17,7 @@ import { runServer, type ServerProcess } from './support/process.js';
 import { engine, testPostgres } from './support/test-app.js';
 import { openSse } from './support/sse.js';
 import { ADMIN, bearer } from './support/tokens.js';
+import { until } from './support/until.js';
 
 const REQUEST_TIMEOUT_MS = 5000;
 
@@ -218,9 +219,7 @@ describe.runIf(engine === 'postgres' && testPostgres.pooler === 'none' && privat
       const after = await call('POST', '/api/v1/orders', customer, { productId: product.id, quantity: 1 });
       expect(after.status).toBe(201);
       const afterId = (JSON.parse(after.body) as { id: number }).id;
-      const until = Date.now() + 10_000;
-      while (!delivered.has(afterId) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-      expect(delivered.has(afterId), 'the order placed after the promotion was not delivered').toBe(true);
+      await until('the delivery of the order placed after the promotion', () => delivered.has(afterId), 10_000);
       await stream.until(
         (messages) => messages.some((m) => (JSON.parse(m.data) as { data: { id: number } }).data.id === afterId),
         10_000,

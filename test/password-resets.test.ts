@@ -9,6 +9,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { aUserRequest, asAdmin, createUser } from './support/factories.js';
 import { buildTestApp } from './support/test-app.js';
 import { bearer } from './support/tokens.js';
+import { until } from './support/until.js';
 
 const received: ParsedMail[] = [];
 const smtp = new SMTPServer({
@@ -42,16 +43,6 @@ beforeEach(() => {
   received.length = 0;
 });
 
-async function waitFor<T>(find: () => T | undefined, what: string, ms = 5000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const found = find();
-    if (found !== undefined) return found;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** Asks for a reset of `userId` as the user itself and returns the token of the mail it got. */
 async function requestReset(userId: number, email: string): Promise<string> {
   const before = received.length;
@@ -62,9 +53,8 @@ async function requestReset(userId: number, email: string): Promise<string> {
   });
   expect(response.statusCode, response.body).toBe(202);
   expect(response.body).toBe('');
-  const mail = await waitFor(
-    () => received.slice(before).find((m) => m.to !== undefined && JSON.stringify(m.to).includes(email)),
-    'the reset mail',
+  const mail = await until('the reset mail', () =>
+    received.slice(before).find((m) => m.to !== undefined && JSON.stringify(m.to).includes(email)),
   );
   const link = /https:\/\/app\.example\.com\/reset\?token=([A-Za-z0-9_%-]+)/.exec(mail.text ?? '');
   expect(link, mail.text).not.toBeNull();
@@ -125,7 +115,7 @@ describe('the reset mail', () => {
     expect(response.statusCode).toBe(404);
     const byAdmin = await api({ method: 'POST', url: `/api/v1/users/${owner.id}/password-resets` });
     expect(byAdmin.statusCode).toBe(202);
-    await waitFor(() => received.find((m) => JSON.stringify(m.to).includes(owner.email)), 'the admin-asked mail');
+    await until('the admin-asked mail', () => received.find((m) => JSON.stringify(m.to).includes(owner.email)));
     expect(received.filter((m) => JSON.stringify(m.to).includes(owner.email))).toHaveLength(1);
   });
 
@@ -260,9 +250,8 @@ describe('a mail server that is down', () => {
     expect(response.statusCode).toBe(202);
     expect(performance.now() - started).toBeLessThan(1000);
 
-    const gaveUp = await waitFor(
-      () => downLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('giving up')),
-      'the last warn line',
+    const gaveUp = await until('the last warn line', () =>
+      downLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('giving up')),
     );
     expect(gaveUp.level).toBe(40);
     const attempts = downLogs.filter(
@@ -283,9 +272,8 @@ describe('without SMTP_URL', () => {
       headers: { authorization: await bearer({ sub: String(user.id), scope: 'users:write' }) },
     });
     expect(response.statusCode).toBe(202);
-    const printed = await waitFor(
-      () => devLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('app.example.com/reset?token=')),
-      'the printed mail',
+    const printed = await until('the printed mail', () =>
+      devLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('app.example.com/reset?token=')),
     );
     const token = /token=([A-Za-z0-9_-]+)/.exec(String(printed.msg))![1]!;
     const done = await dev.inject({
@@ -305,9 +293,8 @@ describe('without SMTP_URL', () => {
       headers: { authorization: await bearer({ sub: String(user.id), scope: 'users:write' }) },
     });
     expect(response.statusCode).toBe(202);
-    const warned = await waitFor(
-      () => prodLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('no mail channel is configured')),
-      'the warn line',
+    const warned = await until('the warn line', () =>
+      prodLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('no mail channel is configured')),
     );
     expect(warned.level).toBe(40);
     expect(prodLogs.some((l) => JSON.stringify(l).includes('app.example.com'))).toBe(false);

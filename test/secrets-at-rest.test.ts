@@ -15,6 +15,7 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { asAdmin, aUserRequest, createUser } from './support/factories.js';
 import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from './support/test-app.js';
+import { until } from './support/until.js';
 
 const received: { path: string; headers: IncomingMessage['headers']; body: string }[] = [];
 const receiver = createServer((req, res) => {
@@ -41,16 +42,6 @@ const settings = {
 };
 const { app } = await buildTestApp(settings);
 const api = asAdmin(app);
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Every row of the tables that hold secrets, as text: what a dump would show. */
 async function dump(db: FastifyInstance['db']): Promise<string> {

@@ -11,6 +11,7 @@ import { aCustomer, asAdmin, createProduct, createUser, placeOrder } from './sup
 import { runServer } from './support/process.js';
 import { buildTestApp, engine } from './support/test-app.js';
 import { ADMIN } from './support/tokens.js';
+import { until } from './support/until.js';
 
 interface OtlpValue {
   stringValue?: string;
@@ -111,16 +112,6 @@ const { app, logs } = await buildTestApp(
   },
 );
 const api = asAdmin(app);
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** The SERVER span of the request answered with `requestId` (its X-Request-Id), once exported. */
 async function serverSpanOf(requestId: string): Promise<Exported> {

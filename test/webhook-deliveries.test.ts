@@ -15,6 +15,7 @@ import { recordDelivered, recordOutcome } from '../src/webhooks/deliveries.repos
 import { asAdmin, createUser } from './support/factories.js';
 import { resolvedDocument } from './support/openapi.js';
 import { buildTestApp } from './support/test-app.js';
+import { until } from './support/until.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export is the module object.
 const addFormats = addFormatsPlugin as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -92,16 +93,6 @@ async function subscribe(path: string, events: string[] = ['user.*']) {
   });
   expect(response.statusCode, response.body).toBe(201);
   return response.json<{ id: number; secret: string }>();
-}
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function deliveriesOf(subscriptionId: number) {
