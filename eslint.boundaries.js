@@ -99,7 +99,10 @@ export const boundaries = [
   restrict(['src/http/**/*.ts'], [KYSELY, DATA_LAYER, DRIVERS, RESOURCE_FOLDERS]),
   // A feature room of http/: SQL in its repository and table, which its other files may import.
   restrict(['src/http/*/**/*.ts'], [KYSELY, OTHER_DATA_LAYER, DRIVERS, RESOURCE_FOLDERS]),
-  restrict(['src/http/*/**/*.repository.ts', 'src/http/*/**/*.table.ts'], [WIRE_SCHEMAS, FASTIFY, DRIVERS, RESOURCE_FOLDERS]),
+  restrict(
+    ['src/http/*/**/*.repository.ts', 'src/http/*/**/*.table.ts'],
+    [WIRE_SCHEMAS, FASTIFY, DRIVERS, RESOURCE_FOLDERS],
+  ),
   restrict(['src/db/**/*.ts'], []),
   ...layers,
   // Tests reach into anything they need.
