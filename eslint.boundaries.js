@@ -1,5 +1,5 @@
 // The layering rules of docs/architecture.md, as lint rules (no-restricted-imports), so that a
-// change that breaks them fails `npm run lint`. test/boundaries.test.ts proves each one fires.
+// change that breaks them fails `npm run lint`. test/docs/boundaries.test.ts proves each one fires.
 //
 //   routes (Fastify, TypeBox) → service (rules) → repository (Kysely) → table
 //

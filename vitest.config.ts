@@ -1,7 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // One run covers every engine: the unit tests, the HTTP suite on the embedded engine, and the
-// same suite again on PostgreSQL when TEST_DATABASE_URL is set (.ci/run sets it).
+// same suite again on PostgreSQL when TEST_DATABASE_URL is set (.ci/run sets it). The tests that
+// start processes of their own (the server, PostgreSQL clusters, a browser, a shell) are a
+// project of their own per engine, `<engine>-processes`, so that the rest runs alone in
+// seconds: `npx vitest run --project pglite`.
 const engines = ['pglite', ...(process.env.TEST_DATABASE_URL ? ['postgres'] : [])];
 
 export default defineConfig({
@@ -17,10 +20,21 @@ export default defineConfig({
     },
     projects: [
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'bench/**/*.test.ts'] } },
-      ...engines.map((engine) => ({
-        extends: true as const,
-        test: { name: engine, include: ['test/**/*.test.ts'], env: { TEST_ENGINE: engine } },
-      })),
+      ...engines.flatMap((engine) => [
+        {
+          extends: true as const,
+          test: {
+            name: engine,
+            include: ['test/**/*.test.ts'],
+            exclude: [...configDefaults.exclude, 'test/processes/**'],
+            env: { TEST_ENGINE: engine },
+          },
+        },
+        {
+          extends: true as const,
+          test: { name: `${engine}-processes`, include: ['test/processes/**/*.test.ts'], env: { TEST_ENGINE: engine } },
+        },
+      ]),
     ],
   },
 });

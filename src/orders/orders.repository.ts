@@ -177,7 +177,7 @@ export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: Or
   );
 }
 
-/** The statements listOrders sends (test/list-plans.test.ts explains them). */
+/** The statements listOrders sends (test/lists/list-plans.test.ts explains them). */
 export function orderListStatements(
   db: Db,
   p: OrderListParams,

@@ -37,7 +37,7 @@ export interface Placement {
 
 /**
  * The v1 representation of the order in `o` as JSON text, byte for byte what the response
- * schema serializes for it (test/events-outbox.test.ts compares them): members in the schema's
+ * schema serializes for it (test/events/events-outbox.test.ts compares them): members in the schema's
  * order, the total without trailing zeros (a JSON number), instants to the millisecond in UTC.
  */
 const orderV1JsonSql = (o: string) => {

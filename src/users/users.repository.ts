@@ -127,7 +127,7 @@ export async function listUsers(db: Db, p: UserListParams): Promise<{ rows: User
   );
 }
 
-/** The statement listUsers sends for the page (test/list-plans.test.ts explains it). */
+/** The statement listUsers sends for the page (test/lists/list-plans.test.ts explains it). */
 export function userPageStatement(db: Db, p: UserListParams, mode = pageMode(p.seek)): Statement {
   return selectUserPage.statement(...pageArgs(db, p, mode, p.limit, p.offset));
 }

@@ -68,7 +68,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     // quotas on with their own values.
     RATE_LIMIT_PER_MINUTE: '0',
     RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0',
-    // Deliveries only where a test receives them (test/webhook-deliveries.test.ts): no other
+    // Deliveries only where a test receives them (test/events/webhook-deliveries.test.ts): no other
     // file's subscription may ever be sent anywhere.
     WEBHOOK_DISPATCHER: 'false',
     ...env,

@@ -1,4 +1,4 @@
-// A fresh service for the walk-throughs of docs/ (test/api-guide.test.ts): development mode on
+// A fresh service for the walk-throughs of docs/ (test/processes/api-guide.test.ts): development mode on
 // an in-memory database, its log also written to a file that a command can read (the password
 // reset's mail), and the commands rewritten to reach it.
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,0 +1,176 @@
+// The PostgreSQL pool under continuous load (issue: performance under sustained load).
+//
+// postgres.js 3.4 with `max` > 1 decays under continuous load: its queue of busy connections
+// keeps a hole per query until it drains, which never happens while queries keep arriving,
+// and every busy → open move is an indexOf over that array. The work per query grows with the
+// number of queries served. This test counts that work instead of timing it: it wraps
+// Array.prototype.indexOf and sums the length of every array searched, batch after batch of
+// overlapping queries. Through our pool the sum per query stays flat; through a bare
+// postgres.js client with `max: 4` (the decaying setup, run as a control so the test is known
+// to be able to fail) it grows with every batch.
+import postgres from 'postgres';
+import { describe, expect, it } from 'vitest';
+import { Fifo, PostgresPool } from '../../src/db/postgres-pool.js';
+import { engine, testPostgres } from '../support/test-app.js';
+
+// The pool itself, on a direct connection (its named prepared statements need one).
+const url = testPostgres.directUrl;
+const BATCHES = 6;
+const PER_BATCH = 3000;
+const CONCURRENCY = 64;
+
+/** Runs `query` PER_BATCH times per batch, CONCURRENCY at once without pause between batches. */
+async function indexOfWorkPerQuery(query: (i: number) => Promise<unknown>): Promise<number[]> {
+  const original = Array.prototype.indexOf;
+  let scanned = 0;
+  const perBatch: number[] = [];
+  Array.prototype.indexOf = function (this: unknown[], ...args: Parameters<typeof original>) {
+    scanned += this.length;
+    return original.apply(this, args);
+  } as typeof original;
+  try {
+    let next = 0;
+    let done = 0;
+    // One continuous stream of queries: a new one starts as soon as one ends, so the pool
+    // never drains between batches, as under real load.
+    await new Promise<void>((resolve, reject) => {
+      let batchStart = 0;
+      const launch = (): void => {
+        if (next >= BATCHES * PER_BATCH) return;
+        const i = next++;
+        query(i).then(() => {
+          done++;
+          if (done % PER_BATCH === 0) {
+            perBatch.push((scanned - batchStart) / PER_BATCH);
+            batchStart = scanned;
+          }
+          if (done === BATCHES * PER_BATCH) resolve();
+          else launch();
+        }, reject);
+      };
+      for (let c = 0; c < CONCURRENCY; c++) launch();
+    });
+  } finally {
+    Array.prototype.indexOf = original;
+  }
+  return perBatch;
+}
+
+describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool under continuous load', () => {
+  it('does the same work per query however many queries it has served', async () => {
+    const pool = new PostgresPool(url!, 4, { onnotice: () => {} });
+    try {
+      const work = await indexOfWorkPerQuery((i) => pool.query('select $1::int as n', [i]));
+      expect(work).toHaveLength(BATCHES);
+      // Flat: the last batch costs no more than the first (plus a little slack).
+      expect(work.at(-1)!).toBeLessThanOrEqual(work[0]! * 1.2 + 5);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('control: a bare postgres.js client with max: 4 does more work per query with every batch', async () => {
+    const sql = postgres(url!, { max: 4, prepare: true, onnotice: () => {} });
+    try {
+      const work = await indexOfWorkPerQuery((i) => sql.unsafe('select $1::int as n', [i], { prepare: true }));
+      // If this starts failing, postgres.js fixed its queue: the pool may no longer be needed.
+      expect(work.at(-1)!).toBeGreaterThan(work[0]! * 2);
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it('gives every connection its own client with max: 1, packs queries into few pipelines, and spills when one is full', async () => {
+    const pool = new PostgresPool(url!, 3, { onnotice: () => {} }, { pipelineDepth: 4 });
+    try {
+      expect(pool.clients.map((c) => c.sql.options.max)).toEqual([1, 1, 1]);
+      const pids = (n: number) =>
+        Promise.all(
+          Array.from({ length: n }, () =>
+            pool.query('select pg_backend_pid() as pid', []).then((rows) => rows[0]!.pid as number),
+          ),
+        );
+      expect(new Set(await pids(4)).size).toBe(1);
+      expect(new Set(await pids(12)).size).toBe(3);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('sends a spread statement to the least loaded connection, never into the pipeline of the reads in flight', async () => {
+    const pool = new PostgresPool(url!, 3, { onnotice: () => {} }, { pipelineDepth: 4 });
+    const pid = (options?: { spread: boolean }) =>
+      pool.query('select pg_backend_pid() as pid', [], options).then((rows) => rows[0]!.pid as number);
+    try {
+      // Three reads share the first connection's pipeline; two spread statements sent meanwhile
+      // each get an idle connection of their own.
+      const [reads, first, second] = await Promise.all([
+        Promise.all([pid(), pid(), pid()]),
+        pid({ spread: true }),
+        pid({ spread: true }),
+      ]);
+      expect(new Set(reads).size).toBe(1);
+      expect(new Set([reads[0], first, second]).size).toBe(3);
+      // Alone, a spread statement takes the first idle connection: where the reads go too.
+      expect(await pid({ spread: true })).toBe(reads[0]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('reserves a connection for a transaction under continuous plain load, and queues transactions beyond the pool', async () => {
+    const pool = new PostgresPool(url!, 2, { onnotice: () => {} });
+    let stop = false;
+    let plain = 0;
+    const loops = Array.from({ length: 16 }, async () => {
+      while (!stop) {
+        await pool.query('select 1', []);
+        plain++;
+      }
+    });
+    try {
+      const first = await pool.reserve();
+      const second = await pool.reserve();
+      // Both connections are held: a third transaction waits for a release, in order.
+      let thirdGot = false;
+      const third = pool.reserve().then((r) => ((thirdGot = true), r));
+      const before = plain;
+      await first.sql`select 1`;
+      expect(thirdGot).toBe(false);
+      first.release();
+      const r3 = await third;
+      expect(thirdGot).toBe(true);
+      const [{ pid: p2 }] = (await second.sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }];
+      const [{ pid: p3 }] = (await r3.sql`select pg_backend_pid() as pid`) as unknown as [{ pid: number }];
+      expect(p3).not.toBe(p2);
+      second.release();
+      r3.release();
+      // Plain queries went on throughout (they wait behind a held connection, never fail).
+      await pool.query('select 1', []);
+      expect(plain).toBeGreaterThanOrEqual(before);
+    } finally {
+      stop = true;
+      await Promise.all(loops);
+      await pool.end();
+    }
+  });
+});
+
+describe('Fifo', () => {
+  it('keeps order and bounded storage over a million operations that never drain it', () => {
+    const q = new Fifo<number>();
+    let pushed = 0;
+    let expected = 0;
+    let outOfOrder = 0;
+    let maxCapacity = 0;
+    for (let i = 0; i < 1_000_000; i++) {
+      q.push(pushed++);
+      if (i % 2 === 0) q.push(pushed++);
+      while (q.length > 10) if (q.shift() !== expected++) outOfOrder++;
+      maxCapacity = Math.max(maxCapacity, q.capacity);
+    }
+    expect(outOfOrder).toBe(0);
+    expect(q.length).toBeLessThanOrEqual(10);
+    expect(maxCapacity).toBeLessThanOrEqual(24);
+  });
+});

@@ -1,0 +1,243 @@
+// Secrets at rest (docs/webhooks.md "Secrets at rest", ENCRYPTION_KEY). Webhook secrets and the
+// answers stored under an Idempotency-Key are in the database only encrypted (AES-256-GCM); the
+// fingerprint of a keyed request is an HMAC, not a hash a reader could test passwords against;
+// a rotation (ENCRYPTION_KEY new, ENCRYPTION_KEY_PREVIOUS old) re-encrypts everything in the
+// background, and rows written in clear before are encrypted at start-up. Deliveries are still
+// signed with the plain secret (verified by the `standardwebhooks` library). Both engines.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { asAdmin, aUserRequest, createUser } from '../support/factories.js';
+import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
+import { until } from '../support/until.js';
+
+const received: { path: string; headers: IncomingMessage['headers']; body: string }[] = [];
+const receiver = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c: Buffer) => (body += c.toString()));
+  req.on('end', () => {
+    received.push({ path: req.url ?? '/', headers: req.headers, body });
+    res.writeHead(204).end();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+/** A URL of its own for each subscription: every subscription here gets every user.created. */
+const urlOf = (name: string) => `${receiverUrl}/${name}`;
+afterAll(async () => {
+  receiver.closeAllConnections();
+  await new Promise((resolve) => receiver.close(resolve));
+});
+
+const settings = {
+  WEBHOOK_DISPATCHER: 'true',
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+  WEBHOOK_POLL_MS: '50',
+};
+const { app } = await buildTestApp(settings);
+const api = asAdmin(app);
+
+/** Every row of the tables that hold secrets, as text: what a dump would show. */
+async function dump(db: FastifyInstance['db']): Promise<string> {
+  const { rows } = await sql<{ t: string }>`
+    select row_to_json(s)::text as t from webhook_subscriptions s
+    union all select row_to_json(k)::text from idempotency_keys k`.execute(db);
+  return rows.map((r) => r.t).join('\n');
+}
+
+async function subscribe(target: typeof api, name: string) {
+  const key = `"${randomUUID()}"`;
+  const payload = { url: urlOf(name), events: ['user.created'] };
+  const made = await target({
+    method: 'POST',
+    url: '/api/v1/webhook-subscriptions',
+    headers: { 'idempotency-key': key },
+    payload,
+  });
+  expect(made.statusCode, made.body).toBe(201);
+  return { key, made, payload, ...made.json<{ id: number; secret: string }>() };
+}
+
+/** A delivery for the user `id` arrived at `name`, signed so that `secret` verifies it. */
+async function deliveredSignedBy(name: string, id: number, secret: string): Promise<void> {
+  const delivery = await until('the delivery', () =>
+    received.find((r) => r.path === `/hook/${name}` && r.body.includes(`"subject":"users/${String(id)}"`)),
+  );
+  expect(() =>
+    new Webhook(secret.slice('whsec_'.length)).verify(delivery.body, {
+      'webhook-id': String(delivery.headers['webhook-id']),
+      'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
+      'webhook-signature': String(delivery.headers['webhook-signature']),
+    }),
+  ).not.toThrow();
+}
+
+/** Another instance on the same database, with its own keys; closed by the caller. */
+async function instanceWith(env: Record<string, string | undefined>): Promise<FastifyInstance> {
+  const base = testConfig(settings);
+  const keys = loadConfig({ NODE_ENV: 'test', ...env });
+  return buildApp({ config: { ...base, encryption: keys.encryption }, db: app.db });
+}
+
+describe('a subscription secret', () => {
+  it('is stored encrypted, in the row and in the stored answer of its creation; deliveries are signed with it', async () => {
+    const sub = await subscribe(api, 'first');
+    expect(sub.secret).toMatch(/^whsec_/);
+    const text = await dump(app.db);
+    expect(text).not.toContain(sub.secret);
+    expect(text).not.toContain(sub.secret.slice('whsec_'.length));
+    const { rows } = await sql<{ secret: string }>`
+      select secret from webhook_subscriptions where id = ${sub.id}`.execute(app.db);
+    expect(rows[0]!.secret).toMatch(/^enc1\.[\w-]{8}\./);
+
+    const replay = await api({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { 'idempotency-key': sub.key },
+      payload: sub.payload,
+    });
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toBe(sub.made.body);
+
+    const user = await createUser(app);
+    await deliveredSignedBy('first', user.id, sub.secret);
+  });
+
+  it('after a rotation, both secrets are stored encrypted and both sign', async () => {
+    const sub = await subscribe(api, 'rotated');
+    const rotated = await api({ method: 'POST', url: `/api/v1/webhook-subscriptions/${sub.id}/secret-rotation` });
+    expect(rotated.statusCode).toBe(200);
+    const { secret } = rotated.json<{ secret: string }>();
+    const text = await dump(app.db);
+    for (const s of [sub.secret, secret]) expect(text).not.toContain(s.slice('whsec_'.length));
+    const user = await createUser(app);
+    await deliveredSignedBy('rotated', user.id, secret);
+    await deliveredSignedBy('rotated', user.id, sub.secret);
+  });
+});
+
+describe('a request sent with an Idempotency-Key', () => {
+  it('is fingerprinted by an HMAC: the stored fingerprint is not the hash of the request, so passwords cannot be guessed from it', async () => {
+    const key = randomUUID();
+    const body = JSON.stringify(aUserRequest({ password: 'correct horse battery staple' }));
+    const created = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      payload: body,
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const { rows } = await sql<{ fingerprint: string; body: string }>`
+      select fingerprint, body from idempotency_keys where key = ${key}`.execute(app.db);
+    const plain = createHash('sha256').update('POST /api/v1/users\n').update(body).digest('base64url');
+    expect(rows[0]!.fingerprint).not.toBe(plain);
+    expect(rows[0]!.fingerprint).toMatch(/^h1\.[\w-]{8}\.[\w-]{43}$/);
+    expect(rows[0]!.body).toMatch(/^enc1\./);
+    expect(rows[0]!.body).not.toContain(created.json<{ email: string }>().email);
+    // The same request replays; another body under the key is still told apart.
+    const again = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      payload: body,
+    });
+    expect(again.body).toBe(created.body);
+    const other = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      payload: body.replace('correct horse', 'wrong horse'),
+    });
+    expect(other.statusCode).toBe(422);
+  });
+});
+
+describe('ENCRYPTION_KEY', () => {
+  it('encrypts at start-up what was stored in clear before, and a retry of a key stored then still replays', async () => {
+    // As an earlier version wrote them: the secret as issued, the answer as sent, the fingerprint
+    // a plain SHA-256 of the request.
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
+    const { rows } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret) values (${urlOf('legacy')}, ${['user.created']}, ${secret})
+      returning id`.execute(app.db);
+    const key = randomUUID();
+    const payload = JSON.stringify({ url: urlOf('legacy'), events: ['user.created'] });
+    const answer = JSON.stringify({ id: rows[0]!.id, secret });
+    const fingerprint = createHash('sha256')
+      .update('POST /api/v1/webhook-subscriptions\n')
+      .update(payload)
+      .digest('base64url');
+    await sql`
+      insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+      values ('999999999', ${key}, ${fingerprint}, 201, '{"content-type":"application/json; charset=utf-8"}', ${answer},
+              now() + interval '1 hour')`.execute(app.db);
+
+    const upgraded = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    const counts = await upgraded.secretsReencrypted;
+    expect(counts).toMatchObject({ subscriptions: 1, answers: 1 });
+    const text = await dump(app.db);
+    expect(text).not.toContain(secret.slice('whsec_'.length));
+    const replay = await asAdmin(upgraded)({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      payload,
+    });
+    expect(replay.statusCode, replay.body).toBe(201);
+    expect(replay.body).toBe(answer);
+    await upgraded.close();
+    const user = await createUser(app);
+    await deliveredSignedBy('legacy', user.id, secret);
+  });
+
+  it('rotates with ENCRYPTION_KEY_PREVIOUS: everything is re-encrypted in the background, and the old key can then go', async () => {
+    const sub = await subscribe(api, 'rotation');
+    const user = await createUser(app);
+    await deliveredSignedBy('rotation', user.id, sub.secret);
+    const next = randomBytes(32).toString('base64');
+
+    const rotating = await instanceWith({ ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY });
+    const counts = await rotating.secretsReencrypted;
+    expect(counts.subscriptions).toBeGreaterThanOrEqual(1);
+    expect(counts.answers).toBeGreaterThanOrEqual(1);
+    // The stored answer replays, and the fingerprint made under the old key still matches.
+    const replay = await asAdmin(rotating)({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { 'idempotency-key': sub.key },
+      payload: sub.payload,
+    });
+    expect(replay.statusCode).toBe(201);
+    expect(replay.body).toBe(sub.made.body);
+    const during = await subscribe(asAdmin(rotating), 'during');
+    await rotating.close();
+
+    // With the new key alone: every secret and answer decrypts, nothing is left to re-encrypt.
+    // A fingerprint made under the old key cannot be checked any more (an HMAC is not
+    // re-encrypted): the old key goes once IDEMPOTENCY_TTL_HOURS have passed since the rotation.
+    const after = await instanceWith({ ENCRYPTION_KEY: next });
+    expect(await after.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
+    const replayed = await asAdmin(after)({
+      method: 'POST',
+      url: '/api/v1/webhook-subscriptions',
+      headers: { 'idempotency-key': during.key },
+      payload: during.payload,
+    });
+    expect(replayed.statusCode).toBe(201);
+    expect(replayed.body).toBe(during.made.body);
+    const { rows } = await sql<{ body: string }>`
+      select body from idempotency_keys where key = ${sub.key.slice(1, -1)}`.execute(app.db);
+    expect(after.encryption.decrypt(rows[0]!.body, 'idempotency-answer')).toBe(sub.made.body);
+    await app.close(); // the old instance (old key only) stops sending
+    const later = await createUser(after);
+    await deliveredSignedBy('rotation', later.id, sub.secret);
+    await after.close();
+  });
+});

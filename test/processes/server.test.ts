@@ -1,0 +1,227 @@
+// The process as an operator sees it: start-up errors, persistence of the embedded database
+// across a restart, and a graceful stop that finishes in-flight work (docs/configuration.md).
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { request as httpRequest, Agent } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { aUserRequest } from '../support/factories.js';
+import { runServer } from '../support/process.js';
+import { engine } from '../support/test-app.js';
+import { ADMIN } from '../support/tokens.js';
+
+// Process tests do not depend on the engine under test; they run once, in the embedded run.
+const run = engine === 'pglite';
+
+describe.runIf(run)('the server process', () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+  const tempDir = async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'resource-api-'));
+    dirs.push(dir);
+    return dir;
+  };
+
+  it('stops at start-up with one line naming a bad variable, exit code 1', async () => {
+    const { exited } = runServer({ PORT: 'eighty' });
+
+    const { code, stderr } = await exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe('Invalid configuration: PORT must be an integer from 0 to 65535 (got "eighty")\n');
+  });
+
+  it('refuses to start in production without a key', async () => {
+    const { exited } = runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://', JWT_SECRET: '' });
+
+    const { code, stderr } = await exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe(
+      'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production\n',
+    );
+  });
+
+  it('refuses to start in production without ENCRYPTION_KEY, or with one that is not 32 bytes, naming it', async () => {
+    const missing = await runServer({ NODE_ENV: 'production', DATABASE_URL: 'memory://', ENCRYPTION_KEY: '' }).exited;
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(
+      'Invalid configuration: ENCRYPTION_KEY is required when NODE_ENV=production: base64 of 32 random bytes (openssl rand -base64 32); it encrypts webhook secrets and stored answers in the database\n',
+    );
+    const short = await runServer({ ENCRYPTION_KEY: 'c2hvcnQ=' }).exited;
+    expect(short.code).toBe(1);
+    expect(short.stderr).toBe(
+      'Invalid configuration: ENCRYPTION_KEY must be base64 of 32 random bytes (make one with: openssl rand -base64 32) (got (hidden))\n',
+    );
+  });
+
+  it('generates ENCRYPTION_KEY into DATA_DIR outside production, and reads what it stored after a restart', async () => {
+    const dataDir = await tempDir();
+    const env = { DATA_DIR: dataDir, ENCRYPTION_KEY: '', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
+    const first = await runServer(env).ready;
+    const keyFile = join(dataDir, 'encryption-key');
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    expect(Buffer.from((await readFile(keyFile, 'utf8')).trim(), 'base64')).toHaveLength(32);
+    const create = (server: { url: string }) =>
+      fetch(`${server.url}/api/v1/webhook-subscriptions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: ADMIN, 'idempotency-key': 'generated-key' },
+        body: JSON.stringify({ url: 'http://127.0.0.1:9/hook', events: ['user.deleted'] }),
+      });
+    const made = await create(first);
+    expect(made.status).toBe(201);
+    const body = await made.text();
+    expect((await first.stop()).code).toBe(0);
+
+    const second = await runServer(env).ready;
+    const replayed = await create(second);
+    expect(replayed.status).toBe(201);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replayed.text()).toBe(body);
+    expect((await second.stop()).code).toBe(0);
+  });
+
+  it('keeps the embedded database under DATA_DIR across a restart', async () => {
+    const dataDir = await tempDir();
+    const first = await runServer({ DATA_DIR: dataDir }).ready;
+    const created = await fetch(`${first.url}/api/v1/users`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: ADMIN },
+      body: JSON.stringify(aUserRequest()),
+    });
+    const user = (await created.json()) as { id: number };
+    expect((await first.stop()).code).toBe(0);
+
+    const second = await runServer({ DATA_DIR: dataDir }).ready;
+    const fetched = await fetch(`${second.url}/api/v1/users/${user.id}`, { headers: { authorization: ADMIN } });
+
+    expect(fetched.status).toBe(200);
+    expect(await fetched.json()).toEqual(user);
+    expect(second.logs.find((l) => l.msg === 'migrations applied')).toBeUndefined();
+    expect((await second.stop()).code).toBe(0);
+  });
+
+  it('refuses a second process on the same DATA_DIR, and takes over a lock whose process is gone', async () => {
+    const dataDir = await tempDir();
+    const first = await runServer({ DATA_DIR: dataDir }).ready;
+
+    const second = await runServer({ DATA_DIR: dataDir }).exited;
+    await first.stop();
+    await writeFile(join(dataDir, 'pglite', 'resource-api.lock'), '2147483646');
+    const third = await runServer({ DATA_DIR: dataDir }).ready;
+    const { code } = await third.stop();
+
+    expect(second.code).toBe(1);
+    expect(second.stderr).toBe(
+      `The embedded database in ${join(dataDir, 'pglite')} is in use by process ${first.child.pid}; stop it first, or set DATA_DIR or DATABASE_URL\n`,
+    );
+    expect(code).toBe(0);
+  });
+
+  it('finishes an in-flight request on SIGTERM, closes idle keep-alive sockets and exits 0 at once', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+    const agent = new Agent({ keepAlive: true });
+    // An idle keep-alive connection, which must not hold the shutdown for its 72 s timeout.
+    const warm = await fetch(`${server.url}/api/public/health/live`);
+    expect(warm.status).toBe(200);
+    await new Promise<void>((resolve, reject) =>
+      httpRequest(`${server.url}/api/public/health/live`, { agent }, (res) => res.resume().on('end', resolve))
+        .on('error', reject)
+        .end(),
+    );
+    // An in-flight request: headers and half the body sent before the signal, the rest after.
+    const body = JSON.stringify(aUserRequest());
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(
+        `${server.url}/api/v1/users`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            authorization: ADMIN,
+          },
+        },
+        (res) => {
+          let text = '';
+          res
+            .on('data', (d: Buffer) => (text += d.toString()))
+            .on('end', () => resolve({ status: res.statusCode!, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => req.end(body.slice(10)), 300);
+    });
+    await new Promise((r) => setTimeout(r, 100));
+
+    const exit = server.stop('SIGTERM');
+    const answered = await response;
+    const { code, ms } = await exit;
+
+    expect(answered.status).toBe(201);
+    expect(JSON.parse(answered.body)).toMatchObject({ id: expect.any(Number) });
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(3000); // the client agent would hold an idle socket for 5 s, the server for 72 s
+    expect(server.logs.some((l) => l.msg === 'shutting down' && l.signal === 'SIGTERM')).toBe(true);
+    agent.destroy();
+  });
+
+  it('stops on SIGINT too', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    const { code } = await server.stop('SIGINT');
+
+    expect(code).toBe(0);
+  });
+
+  it('serves /metrics on METRICS_PORT when it is set, and closes it on SIGTERM', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://', METRICS_PORT: '0' }).ready;
+    const entry = server.logs.find((l) => l.msg === 'metrics listening');
+
+    const response = await fetch(String(entry?.url));
+    const { code } = await server.stop();
+
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('# TYPE http_requests_total counter');
+    expect(code).toBe(0);
+  });
+
+  it('writes one JSON log line per request, with its request id', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    await fetch(`${server.url}/api/public/problems/conflict`, { headers: { 'x-request-id': 'trace-me-42' } });
+    await fetch(`${server.url}/api/public/health/live`, { headers: { 'x-request-id': 'probe-43' } });
+    await fetch(`${server.url}/api/public/health/ready`, { headers: { 'x-request-id': 'probe-44' } });
+    await server.stop();
+
+    const lines = server.logs.filter((l) => l.requestId === 'trace-me-42');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      msg: 'request completed',
+      method: 'GET',
+      url: '/api/public/problems/conflict',
+      statusCode: 200,
+      responseTime: expect.any(Number),
+    });
+    // Health probes are logged at debug only: nothing at info.
+    expect(server.logs.filter((l) => l.requestId === 'probe-43' || l.requestId === 'probe-44')).toEqual([]);
+    // The hot statements ran on the database before the port opened (test/database/warm-up.test.ts).
+    expect(server.logs.find((l) => l.msg === 'resource-api ready')).toMatchObject({ warmUpMs: expect.any(Number) });
+  });
+
+  it('writes a buffered line out within the flush period, while the server keeps running', async () => {
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+
+    await fetch(`${server.url}/api/public/problems/conflict`, { headers: { 'x-request-id': 'flushed-45' } });
+    const deadline = Date.now() + 2000;
+    while (!server.logs.some((l) => l.requestId === 'flushed-45') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const seen = server.logs.some((l) => l.requestId === 'flushed-45');
+    await server.stop();
+
+    expect(seen).toBe(true);
+  });
+});
