@@ -1,0 +1,133 @@
+import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import { join } from 'node:path';
+import {
+  DB_URL,
+  DURATION,
+  type Measurement,
+  POOL,
+  ROOT,
+  ROUNDS,
+  type Server,
+  USERS,
+  WARM_UP,
+  byId,
+  f0,
+  f1,
+  f2,
+  script,
+  seed,
+  service,
+  serviceEnv,
+  startServer,
+  stopServer,
+  table,
+  vacuumAnalyze,
+  work,
+  wrk,
+} from '../lib/common.js';
+
+// ---- tracing ----------------------------------------------------------------------------------
+
+/** An OTLP/HTTP sink on 127.0.0.1: accepts every export and counts the bytes (the load core's). */
+async function otlpSink(): Promise<{ port: number; bytes: () => number; close: () => void }> {
+  let bytes = 0;
+  const server = http.createServer((req, res) => {
+    req.on('data', (c: Buffer) => (bytes += c.length));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as { port: number }).port, bytes: () => bytes, close: () => server.close() };
+}
+
+/**
+ * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
+ * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
+ * 127.0.0.1; with BENCH_TRACING_BASELINE=<git ref>, also the build of that ref (one without the
+ * tracing code paths), on the same database. Interleaved rounds, each starting with another
+ * case, a new process each.
+ */
+export async function tracingCost(): Promise<void> {
+  const sink = await otlpSink();
+  const ref = process.env.BENCH_TRACING_BASELINE;
+  let baseline: string | undefined;
+  if (ref !== undefined) {
+    const dir = join(work, 'baseline');
+    execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT, stdio: 'ignore' });
+    execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
+    execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
+    baseline = join(dir, 'dist/src/server.js');
+  }
+  const base = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  try {
+    const seeder = await service('service-pg-seed', 18090, base);
+    await seed(seeder.port);
+    await stopServer(seeder);
+    const traced = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+    };
+    const kinds: [string, () => Promise<Server>][] = [
+      ['tracing off', () => service('service-tracing-off', 18083, base)],
+      ['tracing on, 10% sampled', () => service('service-tracing-on', 18083, { ...base, ...traced })],
+    ];
+    if (baseline !== undefined) {
+      // The same database: the ref's migrations are a prefix of this build's (a ref older than
+      // the last migration it lacks would refuse to start).
+      const file = baseline;
+      kinds.unshift([
+        `without tracing code (${ref ?? ''})`,
+        () => startServer('service-baseline', 18083, ['--enable-source-maps', file], serviceEnv(18083, base)),
+      ]);
+    }
+
+    const lua = script('tracing-get', byId('/api/v1/users/', USERS));
+    const results = new Map<string, Measurement[]>();
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Each round starts with another case, so that no case always runs first.
+      for (const [kind, start] of [
+        ...kinds.slice((round - 1) % kinds.length),
+        ...kinds.slice(0, (round - 1) % kinds.length),
+      ]) {
+        await vacuumAnalyze();
+        const server = await start();
+        await wrk(server, lua, WARM_UP);
+        const m = await wrk(server, lua, DURATION);
+        results.set(kind, [...(results.get(kind) ?? []), m]);
+        console.log(
+          `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms`,
+        );
+        await stopServer(server);
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+    const rps = (kind: string) => median((results.get(kind) ?? []).map((m) => m.rps));
+    const rows = [['GET /api/v1/users/{id}', 'req/s', 'p99 ms', 'server µs/req', 'ratio']];
+    const off = rps('tracing off');
+    const without = rps(kinds[0]?.[0] ?? '');
+    for (const [kind] of kinds) {
+      const ms = results.get(kind) ?? [];
+      const against =
+        kind === 'tracing off'
+          ? baseline === undefined
+            ? ''
+            : `${f2(off / without)}× of the build without`
+          : kind.startsWith('tracing on')
+            ? `${f2(rps(kind) / off)}× of off`
+            : '';
+      rows.push([
+        kind,
+        f0(rps(kind)),
+        f2(median(ms.map((m) => m.p99))),
+        f1(median(ms.map((m) => m.serverUs))),
+        against,
+      ]);
+    }
+    console.log(`\n${table(rows)}\n\nOTLP bytes received by the sink: ${f0(sink.bytes())}`);
+  } finally {
+    sink.close();
+    if (baseline !== undefined)
+      execFileSync('git', ['worktree', 'remove', '--force', join(work, 'baseline')], { cwd: ROOT });
+  }
+}
