@@ -47,6 +47,18 @@ export function eventFanOut(db: Db, type: EventType): FanOut {
   return fanOutFor(db, type);
 }
 
+/**
+ * A fan-out as one bound value of a prepared statement, and back: a statement that writes its
+ * events itself (recordEventWith) is compiled once, with the fan-out as a parameter.
+ */
+export function fanOutArgument(fan: FanOut): number | null {
+  return fan.leaseMs;
+}
+
+export function fanOutFromArgument(argument: number | null): FanOut {
+  return { leaseMs: argument };
+}
+
 /** recordEventWith's deliveries, selected by the statement that wrote them (read with writtenDeliveries). */
 export function deliveriesOfStatement(): RawBuilder<string | null> {
   return recordedDeliveries();

@@ -114,7 +114,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
 
   // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
   // joins that one, and its deliveries go to the dispatcher when that commits.
-  const placed = await placement.placeOrder(db, { customerId, lines });
+  const placed = await placement.attemptPlacement(db, { customerId, lines });
   if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
   if (placed.order === undefined) {
     // The first line, in product order, that could not be reserved.

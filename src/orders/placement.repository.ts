@@ -10,6 +10,8 @@ import type { Db } from '../db/database.js';
 import {
   deliveriesOfStatement,
   eventFanOut,
+  fanOutArgument,
+  fanOutFromArgument,
   recordEventWith,
   writtenDeliveries,
   type FanOut,
@@ -80,7 +82,7 @@ const placeStatement = prepare(
     productIds: string,
     quantities: string,
     at: Date,
-    leaseMs: number | null,
+    fanOut: number | null,
     traceContexts: string | null,
   ) =>
     compilable<PlacementRow>(
@@ -153,7 +155,7 @@ const placeStatement = prepare(
         data: orderV1JsonSql('placed_event'),
         owner: sql<number>`placed_event.customer_id`,
         traceContext: sql<string | null>`placed_event.trace_context`,
-        fanOut: { leaseMs },
+        fanOut: fanOutFromArgument(fanOut),
       })}
       select r.found as customer_found,
              case when r.ord = 1 then (select string_agg(product_id || ':' || available, ',') from locked) end as stock,
@@ -208,7 +210,7 @@ const batchers = new WeakMap<Db, Batcher<QueuedOrder, Placement>>();
  * being placed share a statement, at most one batch in flight per connection (db/batcher.ts);
  * inside one (an Idempotency-Key) the order is placed at once, alone, on its connection.
  */
-export function placeOrder(db: Db, toPlace: OrderToPlace): Promise<Placement> {
+export function attemptPlacement(db: Db, toPlace: OrderToPlace): Promise<Placement> {
   const order: QueuedOrder = {
     ...toPlace,
     fanOut: eventFanOut(db, 'order.created'),
@@ -226,7 +228,8 @@ export function placeOrder(db: Db, toPlace: OrderToPlace): Promise<Placement> {
   return batcher.call(order);
 }
 
-const NO_DELIVERIES: NewDeliveries = { ids: [], leased: [] };
+const NO_DELIVERIES: NewDeliveries = writtenDeliveries(null);
+const NO_FAN_OUT = fanOutFromArgument(null);
 
 async function placeAlone(db: Db, order: QueuedOrder): Promise<Placement> {
   const [placement] = await placeOrders(db, [order]);
@@ -313,7 +316,7 @@ function statementArguments(orders: readonly QueuedOrder[]) {
     quantities.join(','),
     new Date(),
     // A statement's orders share one fan-out: orders placed together are placed by one process.
-    orders[0]?.fanOut.leaseMs ?? null,
+    fanOutArgument(orders[0]?.fanOut ?? NO_FAN_OUT),
     // One entry per order ('' for none); null when none has one (tracing off: the common case).
     orders.some((order) => order.traceContext !== null)
       ? orders.map((order) => order.traceContext ?? '').join(',')
