@@ -1,13 +1,23 @@
 // Events (docs/webhooks.md). What other resources use: recordEvent, inside the transaction of the
 // change it reports, so that the change and its event commit together or not at all.
 import { randomUUID } from 'node:crypto';
-import type { RawBuilder, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
 import { activeTraceparent } from '../tracing/tracing.js';
 import type { EventType } from './event-types.js';
-import { fanOutFor, handOver, newDeliveries, type FanOut, type NewDeliveries } from '../webhooks/index.js';
-import { insertEvent, recordedDeliveries, type EventRow } from './events.repository.js';
-export { recordEventWith, type EventOfRow } from './events.repository.js';
+import { fanOutFor, handOver, type NewDeliveries } from '../webhooks/index.js';
+import { insertEvent, type EventRow } from './events.repository.js';
+// For a statement that writes its events itself (placing orders): the WITH items that insert
+// them (recordEventWith, whose `fanOut` is eventFanOut's), the deliveries it selects
+// (deliveriesOfStatement), read back with writtenDeliveries; a fan-out travels as one bound
+// value of the prepared statement (fanOutArgument, fanOutFromArgument).
+export { recordEventWith, recordedDeliveries as deliveriesOfStatement, type EventOfRow } from './events.repository.js';
+export {
+  fanOutArgument,
+  fanOutFor as eventFanOut,
+  fanOutFromArgument,
+  newDeliveries as writtenDeliveries,
+} from '../webhooks/index.js';
 export type { FanOut, NewDeliveries } from '../webhooks/index.js';
 
 export { EVENT_PATTERNS, EVENT_TYPES, matchesPattern, type EventPattern, type EventType } from './event-types.js';
@@ -37,36 +47,6 @@ export function eventsRecorded(): number {
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
   const row = { ...event, id: randomUUID(), time: new Date(), trace_context: activeTraceparent() };
   eventsWritten(trx, await insertEvent(trx, row, fanOutFor(trx, event.type)));
-}
-
-/**
- * How the deliveries of an event of `type` written now on `db` are made, for a statement that
- * writes the event itself (recordEventWith): pass it as the event's `fanOut`.
- */
-export function eventFanOut(db: Db, type: EventType): FanOut {
-  return fanOutFor(db, type);
-}
-
-/**
- * A fan-out as one bound value of a prepared statement, and back: a statement that writes its
- * events itself (recordEventWith) is compiled once, with the fan-out as a parameter.
- */
-export function fanOutArgument(fan: FanOut): number | null {
-  return fan.leaseMs;
-}
-
-export function fanOutFromArgument(argument: number | null): FanOut {
-  return { leaseMs: argument };
-}
-
-/** recordEventWith's deliveries, selected by the statement that wrote them (read with writtenDeliveries). */
-export function deliveriesOfStatement(): RawBuilder<string | null> {
-  return recordedDeliveries();
-}
-
-/** The deliveries of a statement that wrote events, from the text deliveriesOfStatement selected. */
-export function writtenDeliveries(text: string | null): NewDeliveries {
-  return newDeliveries(text);
 }
 
 /**

@@ -4,6 +4,8 @@
 // OpenAPI webhooks section; everything else stays inside.
 export {
   fanOut,
+  fanOutArgument,
+  fanOutFromArgument,
   handedOver,
   newDeliveries,
   type FanOut,

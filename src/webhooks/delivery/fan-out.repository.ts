@@ -10,6 +10,10 @@ export interface FanOut {
   readonly leaseMs: number | null;
 }
 
+/** A fan-out as one bound value of a prepared statement, and back. */
+export const fanOutArgument = (fan: FanOut): number | null => fan.leaseMs;
+export const fanOutFromArgument = (argument: number | null): FanOut => ({ leaseMs: argument });
+
 /**
  * A delivery handed to the dispatcher of the process that wrote it, already leased to it: what
  * sending it needs, as a claim returns it (deliveries.repository.ts).
