@@ -59,6 +59,9 @@ export class Batcher<I, O> {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
+    // A timer may fire up to a few milliseconds early against performance.now() (libuv measures
+    // from the loop's cached clock): wait out the rest rather than send a batch too soon.
+    if (this.#lastSent + this.#minSpacingMs > performance.now()) return this.#schedule();
     while (this.#waiting.length > 0 && this.#inFlight < this.#maxInFlight) {
       const batch = this.#waiting.splice(0, this.#maxSize);
       this.#inFlight++;
