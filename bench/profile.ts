@@ -28,6 +28,7 @@ export const PARTS = [
   'our hooks (request id, CORS, auth, quotas, time-out, negotiation)',
   'Fastify (hook runner, reply)',
   'metrics',
+  'tracing (OpenTelemetry)',
   'routing (find-my-way, version rewrite)',
   'handlers, services, mapping',
   'validation (ajv)',
@@ -36,7 +37,7 @@ export const PARTS = [
 ] as const;
 export type Part = (typeof PARTS)[number];
 
-const [HTTP, DRIVER, GC, LOGGING, HOOKS, FASTIFY, METRICS, ROUTING, HANDLERS, VALIDATION, SERIALIZATION, OTHER] = PARTS;
+const [HTTP, DRIVER, GC, LOGGING, HOOKS, FASTIFY, METRICS, TRACING, ROUTING, HANDLERS, VALIDATION, SERIALIZATION, OTHER] = PARTS;
 
 /** Code that runs for whoever called it: its samples go to the next frame out. */
 const PASS_THROUGH =
@@ -59,6 +60,7 @@ function partOf(frame: ProfileNode['callFrame']): Part | undefined {
     if (pkg === 'fast-json-stringify' || pkg === 'fast-uri') return SERIALIZATION;
     if (pkg === 'ajv' || pkg === 'ajv-formats') return VALIDATION;
     if (pkg === 'prom-client') return METRICS;
+    if (pkg.startsWith('@opentelemetry/') || pkg.startsWith('@protobufjs/') || pkg === 'protobufjs') return TRACING;
     if (pkg === 'jose') return HOOKS;
     if (pkg.startsWith('@fastify/') || pkg === 'fastify' || pkg === 'avvio' || pkg === 'fastify-plugin') {
       if (pkg === '@fastify/cors') return HOOKS;
@@ -75,6 +77,7 @@ function partOf(frame: ProfileNode['callFrame']): Part | undefined {
   if (ours !== undefined) {
     if (ours.startsWith('db/')) return DRIVER;
     if (ours.startsWith('log-destination')) return LOGGING;
+    if (ours.startsWith('tracing/')) return TRACING;
     if (/^http\/metrics/.test(ours)) return METRICS;
     if (/^http\/(versioning|route-table|request-url)/.test(ours)) return ROUTING;
     if (/^http\/validation/.test(ours)) return VALIDATION;

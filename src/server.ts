@@ -14,7 +14,7 @@ import { createReplicaSet } from './db/replicas.js';
 import { warmUp } from './db/prepared.js';
 import { startMetricsServer } from './http/metrics.js';
 import { logDestination } from './log-destination.js';
-import { startTracing, traceLogFields, type Tracing } from './tracing/tracing.js';
+import { startTracing, type Tracing } from './tracing/tracing.js';
 
 /** The service's version, as its traces name it: package.json's, from src/ or from dist/src/. */
 function packageVersion(): string {
@@ -29,12 +29,10 @@ function packageVersion(): string {
 }
 const VERSION = packageVersion();
 
-export function createLogger(config: Config, traced = false): Logger {
+export function createLogger(config: Config): Logger {
   const options = {
     level: config.logLevel,
     redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-    // While tracing is on, a line written in a request's context carries its trace_id and span_id.
-    ...(traced ? { mixin: traceLogFields } : {}),
   };
   if (config.logFormat === 'pretty') {
     return pino({
@@ -69,7 +67,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);
   }
-  const logger = createLogger(config, tracing !== undefined);
+  const logger = createLogger(config);
   const dev = await withDevelopmentSecret(config);
   config = dev.config;
   if (dev.generated !== undefined) {

@@ -19,6 +19,7 @@ import {
   work,
   wrk,
 } from '../lib/common.js';
+import { otlpSink } from './tracing.js';
 
 // ---- profile ----------------------------------------------------------------------------------
 
@@ -89,6 +90,27 @@ export async function profile(): Promise<void> {
         await profiled('GET /api/v1/users/{id}', service('profile-get'), byIdLua, (s) => seed(s.port)),
         await profiled('anchor: postgres.js', anchorOf('profile-anchor-pg', 'pg', DB_URL), byIdLua),
       ],
+    ],
+    [
+      'GET /api/v1/users/{id}, tracing on',
+      async () => {
+        // Tracing off beside tracing on at 10% (parentbased_traceidratio 0.1), exporting
+        // OTLP/HTTP protobuf to a sink in this process: where the difference goes.
+        const sink = await otlpSink();
+        try {
+          const traced = {
+            OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
+            OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+            OTEL_TRACES_SAMPLER_ARG: '0.1',
+          };
+          return [
+            await profiled('tracing off', service('profile-tracing-off'), byIdLua, (s) => seed(s.port)),
+            await profiled('tracing on, 10%', service('profile-tracing-on', traced), byIdLua),
+          ];
+        } finally {
+          sink.close();
+        }
+      },
     ],
     [
       'GET /api/public/health/live',

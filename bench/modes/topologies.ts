@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import {
   DB_URL,
   DURATION,
+  ONLY,
   type Measurement,
   POOL,
   ROOT,
@@ -52,16 +53,22 @@ export async function topologies(): Promise<void> {
       ],
       ['replica configured', { ...base, DATABASE_REPLICA_URLS: DB_URL }],
     ];
-    const loads: [string, string][] = [
+    const allLoads: [string, string][] = [
       ['GET /api/v1/users/{id}', script('topology-get', byId('/api/v1/users/', USERS))],
       ['POST /api/v1/orders', script('topology-orders', orders(1))],
     ];
+    // --only picks cases by "<load>, <kind>"; each load kept keeps its direct case, the anchor.
+    const picked = (load: string, kind: string) => ONLY === undefined || ONLY.test(`${load}, ${kind}`);
+    const loads = allLoads.filter(([load]) => kinds.some(([kind]) => picked(load, kind)));
+    const runs = (load: string, kind: string) => kind === 'direct' || picked(load, kind);
     const results = new Map<string, Measurement[]>();
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [kind, env] of kinds) {
+        if (!loads.some(([load]) => runs(load, kind))) continue;
         await vacuumAnalyze();
         const server = await service(`service-${kind.replace(/\W+/g, '-')}`, 18083, env);
         for (const [load, lua] of loads) {
+          if (!runs(load, kind)) continue;
           await wrk(server, lua, WARM_UP);
           const m = await wrk(server, lua, DURATION);
           const key = `${load}|${kind}`;
@@ -74,11 +81,15 @@ export async function topologies(): Promise<void> {
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-    const rows = [['case', 'req/s', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'against direct']];
+    const rows = [
+      ['case', 'req/s', 'p99 ms', 'server µs/req', 'PostgreSQL µs/req', 'against direct', 'server CPU against direct'],
+    ];
     for (const [load] of loads) {
       const direct = median((results.get(`${load}|direct`) ?? []).map((m) => m.rps));
+      const directUs = median((results.get(`${load}|direct`) ?? []).map((m) => m.serverUs));
       for (const [kind] of kinds) {
         const ms = results.get(`${load}|${kind}`) ?? [];
+        if (ms.length === 0) continue;
         const rps = median(ms.map((m) => m.rps));
         rows.push([
           `${load}, ${kind}`,
@@ -87,6 +98,7 @@ export async function topologies(): Promise<void> {
           f1(median(ms.map((m) => m.serverUs))),
           f1(median(ms.map((m) => m.postgresUs))),
           kind === 'direct' ? '' : `${f2(rps / direct)}×`,
+          kind === 'direct' ? '' : `${f2(median(ms.map((m) => m.serverUs)) / directUs)}×`,
         ]);
       }
     }

@@ -30,7 +30,7 @@ import {
 // ---- tracing ----------------------------------------------------------------------------------
 
 /** An OTLP/HTTP sink on 127.0.0.1: accepts every export and counts the bytes (the load core's). */
-async function otlpSink(): Promise<{ port: number; bytes: () => number; close: () => void }> {
+export async function otlpSink(): Promise<{ port: number; bytes: () => number; close: () => void }> {
   let bytes = 0;
   const server = http.createServer((req, res) => {
     req.on('data', (c: Buffer) => (bytes += c.length));

@@ -3,7 +3,7 @@
 // it for one statement; a transaction holds it for its whole life, so no other request's
 // statement can land inside it. Statements go through pglite-statements.ts: each text parsed
 // once under a name, then one exchange with the engine per execution.
-import { traceStatement } from '../tracing/db-spans.js';
+import { connectionSpans, traceStatement } from '../tracing/db-spans.js';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -29,7 +29,7 @@ export function pgliteDialect(
   const driver = new PGliteDriver(pglite, onClose);
   return {
     dialect: postgresDialect(() => driver),
-    run: (sql, parameters) => traceStatement(sql, () => driver.run(sql, parameters)),
+    run: (sql, parameters, options) => traceStatement(sql, () => driver.run(sql, parameters), options?.parent),
     // PGlite is one session: its only connection.
     everyConnection: async (sql, parameters) => [(await driver.run(sql, parameters)).rows],
   };
@@ -48,22 +48,42 @@ class Mutex {
 }
 
 class PGliteConnection implements DatabaseConnection {
+  readonly #spans = connectionSpans();
   constructor(
     private readonly statements: PGliteStatements,
     readonly release: () => void,
   ) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await traceStatement(query.sql, () => this.statements.query(query.sql, query.parameters));
+    const result = await this.#spans.statement(
+      query.sql,
+      () => this.statements.query(query.sql, query.parameters),
+      query.queryId,
+    );
     // Kysely reads numAffectedRows only for mutations; PGlite reports it for every statement.
     return result.affectedRows === undefined
       ? { rows: result.rows as R[] }
       : { rows: result.rows as R[], numAffectedRows: BigInt(result.affectedRows) };
   }
 
+  /** BEGIN, traced beneath the transaction's parent once its first statement names it. */
+  async begin(statement: string): Promise<void> {
+    await this.#spans.begin(statement, () => this.statements.query(statement, []));
+  }
+
+  async end(statement: 'commit' | 'rollback'): Promise<void> {
+    await this.#spans.end(statement, () => this.statements.query(statement, []));
+  }
+
   streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('Streaming is not supported on the embedded engine');
   }
+}
+
+/** Kysely hands back the connection this driver acquired; anything else is a bug. */
+function own(connection: DatabaseConnection): PGliteConnection {
+  if (!(connection instanceof PGliteConnection)) throw new TypeError('Not a connection of this driver');
+  return connection;
 }
 
 class PGliteDriver implements Driver {
@@ -91,14 +111,13 @@ class PGliteDriver implements Driver {
     }
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    const statement = beginStatement(settings);
-    await connection.executeQuery(CompiledQuery.raw(statement));
+    await own(connection).begin(beginStatement(settings));
   }
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('commit'));
+    await own(connection).end('commit');
   }
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('rollback'));
+    await own(connection).end('rollback');
   }
   async releaseConnection(connection: DatabaseConnection): Promise<void> {
     if (connection instanceof PGliteConnection) connection.release();

@@ -2,7 +2,7 @@
 // go through the shared connections, where postgres.js prepares and pipelines them; only a
 // transaction reserves a connection, from BEGIN to COMMIT/ROLLBACK. Connection-level failures
 // become DatabaseUnavailable (docs/api-guide.md#errors).
-import { traceStatement } from '../tracing/db-spans.js';
+import { connectionSpans, traceStatement } from '../tracing/db-spans.js';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -52,7 +52,11 @@ export function postgresJsDialect(
     dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
     run: (sql, parameters, runOptions) =>
-      traceStatement(sql, () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions)).then(
+      traceStatement(
+        sql,
+        () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions),
+        runOptions?.parent,
+      ).then(
         (rows) => ({ rows }),
         (error: unknown) => {
           throw translate(error);
@@ -87,6 +91,7 @@ function queryWithFallback(
 
 class PostgresJsConnection implements DatabaseConnection {
   #reserved: Reservation | undefined;
+  readonly #spans = connectionSpans();
 
   constructor(
     private pool: PostgresPool,
@@ -96,10 +101,13 @@ class PostgresJsConnection implements DatabaseConnection {
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     try {
-      const result = await traceStatement(query.sql, () =>
-        this.#reserved === undefined
-          ? queryWithFallback(this.pool, this.fallback, query.sql, query.parameters)
-          : this.#onReserved(query.sql, query.parameters),
+      const result = await this.#spans.statement(
+        query.sql,
+        () =>
+          this.#reserved === undefined
+            ? queryWithFallback(this.pool, this.fallback, query.sql, query.parameters)
+            : this.#onReserved(query.sql, query.parameters),
+        query.queryId,
       );
       return MUTATIONS.has(result.command)
         ? { rows: [...result] as R[], numAffectedRows: BigInt(result.count) }
@@ -125,7 +133,7 @@ class PostgresJsConnection implements DatabaseConnection {
     }
     const statement = beginStatement(settings);
     try {
-      await traceStatement(statement, () =>
+      await this.#spans.begin(statement, () =>
         this.afterBegin === undefined
           ? this.#onReserved(statement, [])
           : this.#onReserved(`${statement}; ${this.afterBegin}`, [], true),
@@ -148,7 +156,7 @@ class PostgresJsConnection implements DatabaseConnection {
     // transaction is over either way, and the COMMIT's own error is the one to surface.
     if (statement === 'rollback' && this.#reserved === undefined) return;
     try {
-      await traceStatement(statement, () => this.#onReserved(statement, []));
+      await this.#spans.end(statement, () => this.#onReserved(statement, []));
     } catch (error) {
       throw translate(error);
     } finally {

@@ -3,6 +3,8 @@
 // that was a measurable share of the request's CPU (docs/benchmark.md). A prepared query
 // is built once with placeholder arguments; running it only swaps the values in.
 import { CompiledQuery, type Compilable, type Kysely, type RawBuilder } from 'kysely';
+import type { Span } from '@opentelemetry/api';
+import { adoptQuery, untraced } from '../tracing/db-spans.js';
 import type { Database, Db } from './database.js';
 
 /**
@@ -12,6 +14,8 @@ import type { Database, Db } from './database.js';
  */
 export interface RunOptions {
   spread?: boolean;
+  /** The span the statement is traced beneath (a sampled request's; tracing/db-spans.ts). */
+  parent?: Span;
 }
 
 /** Runs one statement outside any transaction, straight on the driver. */
@@ -102,7 +106,13 @@ export function prepare<R, A extends unknown[]>(
     const { sql, parameters } = statement(db, ...args);
     const direct = directRuns.get(db);
     if (direct !== undefined) return (await direct(sql, parameters, options)).rows as R[];
-    const result = await db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
+    // A sampled request's handle (tracedDb): the base's driver, beneath the request's span.
+    const { base, span } = untraced(db);
+    const baseDirect = span === undefined ? undefined : directRuns.get(base);
+    if (baseDirect !== undefined) return (await baseDirect(sql, parameters, { ...options, parent: span })).rows as R[];
+    const compiled = CompiledQuery.raw(sql, parameters);
+    adoptQuery(db, compiled.queryId);
+    const result = await db.executeQuery<R>(compiled);
     return result.rows;
   };
   const { warmUp: warmUpArgs } = options;

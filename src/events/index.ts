@@ -3,7 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { activeTraceparent } from '../tracing/tracing.js';
+import { spanOfDb } from '../tracing/db-spans.js';
+import { traceparentOf } from '../tracing/tracing.js';
 import type { EventType } from './event-types.js';
 import { fanOutFor, handOver, type NewDeliveries } from '../webhooks/index.js';
 import { insertEvent, type EventRow } from './events.repository.js';
@@ -45,7 +46,7 @@ export function eventsRecorded(): number {
 
 /** Writes the event in the transaction of the change it reports (a service's `transact`). */
 export async function recordEvent(trx: Transaction<Database>, event: NewEvent): Promise<void> {
-  const row = { ...event, id: randomUUID(), time: new Date(), trace_context: activeTraceparent() };
+  const row = { ...event, id: randomUUID(), time: new Date(), trace_context: traceparentOf(spanOfDb(trx)) };
   eventsWritten(trx, await insertEvent(trx, row, fanOutFor(trx, event.type)));
 }
 

@@ -58,9 +58,11 @@ class RequestLogger {
     private readonly parent: FastifyBaseLogger,
     private readonly bindings: Bindings,
     private readonly options: ChildLoggerOptions,
+    private readonly raw: IncomingMessage,
   ) {}
   #real(): FastifyBaseLogger {
-    return (this.#child ??= this.parent.child(this.bindings, this.options));
+    // While tracing is on, its lines carry the trace_id and span_id of the request's span.
+    return (this.#child ??= this.parent.child({ ...this.bindings, ...requestLogFields(this.raw) }, this.options));
   }
   #write(level: Level, args: unknown[]): void {
     if (!isLevelEnabled(this.#child ?? this.parent, level)) return;
@@ -100,9 +102,9 @@ async function requestContext(app: FastifyInstance): Promise<void> {
   app.decorateRequest(kRouteOptions, null);
 
   // A route or plugin with its own log level or serializers gets pino's child at once.
-  app.setChildLoggerFactory((logger, bindings, options) =>
+  app.setChildLoggerFactory((logger, bindings, options, raw) =>
     options.level === undefined && options.serializers === undefined
-      ? new RequestLogger(logger, bindings, options)
+      ? new RequestLogger(logger, bindings, options, raw)
       : logger.child(bindings, options),
   );
 
@@ -132,7 +134,7 @@ async function requestContext(app: FastifyInstance): Promise<void> {
       url: request.originalUrl,
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
-      ...requestLogFields(request), // trace_id and span_id while tracing is on
+      ...requestLogFields(request.raw), // trace_id and span_id while tracing is on
     };
     // Written through the app's logger with the id in the line (the fields a child's line
     // has), so that no child logger is made for it. Health probes arrive every few seconds

@@ -17,8 +17,11 @@ export interface Mail {
 }
 
 export interface Mailer {
-  /** Queues `mail`; resolves at once. `what` names it in log lines ("password reset"). */
-  send(mail: Mail, what: string): void;
+  /**
+   * Queues `mail`; resolves at once. `what` names it in log lines ("password reset"), written
+   * to `log` when given (the request's: its lines carry the request's id and trace).
+   */
+  send(mail: Mail, what: string, log?: FastifyBaseLogger): void;
   /** Stops retrying and closes the transport; mails still waiting for a retry are dropped. */
   close(): Promise<void>;
 }
@@ -54,7 +57,7 @@ function smtpMailer(url: string, options: MailerOptions, log: FastifyBaseLogger)
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
 
-  const attempt = (mail: Mail, what: string, number: number): void => {
+  const attempt = (mail: Mail, what: string, number: number, log: FastifyBaseLogger): void => {
     transport
       .sendMail({
         from: options.from,
@@ -79,7 +82,7 @@ function smtpMailer(url: string, options: MailerOptions, log: FastifyBaseLogger)
         );
         const timer = setTimeout(() => {
           timers.delete(timer);
-          attempt(mail, what, number + 1);
+          attempt(mail, what, number + 1, log);
         }, delay);
         timer.unref();
         timers.add(timer);
@@ -87,8 +90,8 @@ function smtpMailer(url: string, options: MailerOptions, log: FastifyBaseLogger)
   };
 
   return {
-    send: (mail, what) => {
-      if (!closed) attempt(mail, what, 1);
+    send: (mail, what, to = log) => {
+      if (!closed) attempt(mail, what, 1, to);
     },
     close: async () => {
       closed = true;
@@ -101,8 +104,8 @@ function smtpMailer(url: string, options: MailerOptions, log: FastifyBaseLogger)
 
 function printingMailer(log: FastifyBaseLogger): Mailer {
   return {
-    send: (mail, what) => {
-      log.info(
+    send: (mail, what, to = log) => {
+      to.info(
         { mail: { to: `${mail.to.name} <${mail.to.address}>`, subject: mail.subject } },
         `${what} mail (development, no SMTP_URL: printed here instead of sent)\n\n${mail.text}`,
       );
@@ -113,8 +116,8 @@ function printingMailer(log: FastifyBaseLogger): Mailer {
 
 function absentMailer(log: FastifyBaseLogger): Mailer {
   return {
-    send: (_mail, what) => {
-      log.warn({ mail: what }, `${what} mail not sent: no mail channel is configured (set SMTP_URL)`);
+    send: (_mail, what, to = log) => {
+      to.warn({ mail: what }, `${what} mail not sent: no mail channel is configured (set SMTP_URL)`);
     },
     close: async () => {},
   };

@@ -17,7 +17,9 @@ import {
   type FanOut,
   type NewDeliveries,
 } from '../events/index.js';
-import { activeTraceparent } from '../tracing/tracing.js';
+import type { Span } from '@opentelemetry/api';
+import { spanOfDb, tracedDb, untraced } from '../tracing/db-spans.js';
+import { traceparentOf } from '../tracing/tracing.js';
 import type { OrderRow } from './orders.table.js';
 
 /** placeStatement's row for each order: the order's columns are all null when it was not placed. */
@@ -198,6 +200,8 @@ interface QueuedOrder extends OrderToPlace {
   fanOut: FanOut;
   /** The placing request's `traceparent`, for its event (tracing on and sampled), else null. */
   traceContext: string | null;
+  /** The placing request's span (sampled), beneath which a statement that places it is traced. */
+  span: Span | undefined;
 }
 
 /** At most this many orders share a statement: PostgreSQL's cost per order is ~130 µs at 16 (docs/benchmark-log.md). */
@@ -211,19 +215,27 @@ const batchers = new WeakMap<Db, Batcher<QueuedOrder, Placement>>();
  * inside one (an Idempotency-Key) the order is placed at once, alone, on its connection.
  */
 export function attemptPlacement(db: Db, toPlace: OrderToPlace): Promise<Placement> {
+  const span = spanOfDb(db);
   const order: QueuedOrder = {
     ...toPlace,
     fanOut: eventFanOut(db, 'order.created'),
-    traceContext: activeTraceparent(),
+    traceContext: traceparentOf(span),
+    span,
   };
   if (db.isTransaction) return placeAlone(db, order);
-  let batcher = batchers.get(db);
+  // One batcher per database, whichever request's (traced) handle the order came through; a
+  // shared statement is traced beneath the first sampled request among its orders.
+  const { base } = untraced(db);
+  let batcher = batchers.get(base);
   if (batcher === undefined) {
-    batcher = new Batcher((orders) => placeOrders(db, orders), {
-      maxSize: MAX_ORDERS_PER_STATEMENT,
-      maxInFlight: connectionCount(db),
-    });
-    batchers.set(db, batcher);
+    batcher = new Batcher(
+      (orders) => {
+        const parent = orders.find((o) => o.span !== undefined)?.span;
+        return placeOrders(parent === undefined ? base : tracedDb(base, parent), orders);
+      },
+      { maxSize: MAX_ORDERS_PER_STATEMENT, maxInFlight: connectionCount(base) },
+    );
+    batchers.set(base, batcher);
   }
   return batcher.call(order);
 }

@@ -2,12 +2,15 @@
 // incoming `traceparent`/`tracestate` continues the caller's trace. The span is named
 // `<METHOD> <route>` (the route as declared, `/api/v1/users/:id`), carries the stable HTTP
 // semantic conventions, and is an error only for a 5xx: a 404 or a 422 is the API working.
-// Everything the request runs afterwards (hooks, handler, statements) runs in its context.
+// What the request runs finds its span on the request, not in an async context: its database
+// handle (`request.db`, through requestDb) traces its statements beneath it, and its logger
+// writes the trace's ids (http/request-context.ts).
 import type { IncomingHttpHeaders } from 'node:http';
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { routeOptionsOf } from '../http/request-context.js';
+import { tracedDb } from './db-spans.js';
 import { kSpan, tracer } from './tracing.js';
 
 type WithSpan = FastifyRequest & { [kSpan]?: Span };
@@ -21,6 +24,7 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
   const t = tracer();
   if (t === undefined) return;
   app.decorateRequest(kSpan, undefined);
+  app.decorateRequest(kDb, undefined);
 
   app.addHook('onRequest', (request, _reply, done) => {
     const parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
@@ -32,8 +36,9 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
       parent,
     );
     (request as WithSpan)[kSpan] = span;
-    // Not sampled (most requests, at a ratio): no attributes and no context to carry. Its access
-    // line still names its ids; its statements and events, like it, are not recorded.
+    (request.raw as { [kSpan]?: Span })[kSpan] = span; // its log lines name its ids (requestLogFields)
+    // Not sampled (most requests, at a ratio): no attributes. Its log lines still name its ids;
+    // its statements and events, like it, are not recorded.
     if (!span.isRecording()) return done();
     span.setAttributes({
       'http.request.method': request.method,
@@ -44,7 +49,7 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
       'network.protocol.version': request.raw.httpVersion,
       ...(request.headers['user-agent'] === undefined ? {} : { 'user_agent.original': request.headers['user-agent'] }),
     });
-    context.with(trace.setSpan(parent, span), done);
+    done();
   });
 
   const end = (request: FastifyRequest, status: number | undefined) => {
@@ -69,6 +74,22 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
     end(request, undefined);
     done();
   });
+}
+
+type Handle = Parameters<typeof tracedDb>[0];
+
+const kDb = Symbol('tracing.db');
+
+/** `db` for `request`: traced beneath its SERVER span when that span is sampled. */
+export function requestDb<T extends Handle>(request: FastifyRequest, db: T): T {
+  const span = (request as WithSpan)[kSpan];
+  if (span === undefined || !span.isRecording()) return db;
+  // A request reads `request.db` several times: the handle made for it, while its base is the same.
+  const made = (request as { [kDb]?: [Handle, Handle] })[kDb];
+  if (made?.[0] === db) return made[1] as T;
+  const handle = tracedDb(db, span);
+  (request as { [kDb]?: [Handle, Handle] })[kDb] = [db, handle];
+  return handle;
 }
 
 export default fp(httpSpans, { name: 'tracing-http-spans' });

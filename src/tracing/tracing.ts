@@ -9,7 +9,9 @@
 // (http-spans.ts), a CLIENT span per database statement (db-spans.ts, called by both
 // dialects), the trace context an event keeps for its webhook deliveries, and the trace ids on
 // log lines. With tracing off, `tracer()` is undefined and each of those is one comparison.
-import { context, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+// Nothing enters OpenTelemetry's async context (see db-spans.ts): the spans travel with the
+// request and its database handle.
+import { propagation, ROOT_CONTEXT, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -69,7 +71,10 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
   );
   const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter();
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
-  provider.register({ propagator: new W3CTraceContextPropagator() });
+  // No context manager: OpenTelemetry's default one rides on AsyncLocalStorage, which on Node 20
+  // and 22 makes every promise of the process dearer once entered; spans travel with the
+  // request and its database handle instead (db-spans.ts).
+  provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: null });
   active = provider.getTracer('resource-api', version);
   return {
     flush: () => provider.forceFlush(),
@@ -87,18 +92,10 @@ export function carrierOf(ctx: Context): Record<string, string> {
   return carrier;
 }
 
-/** The `traceparent` of the active span when it is sampled: what an event keeps (outbox). */
-export function activeTraceparent(): string | null {
-  if (active === undefined) return null;
-  const span = trace.getSpan(context.active());
-  if (span === undefined || (span.spanContext().traceFlags & 1) === 0) return null;
-  return carrierOf(context.active()).traceparent ?? null;
-}
-
-/** The log fields that join a line to its trace (pino's mixin while tracing is on). */
-export function traceLogFields(): Record<string, string> {
-  const span = trace.getSpan(context.active());
-  return span === undefined ? {} : logFieldsOf(span);
+/** The `traceparent` of a sampled span: what an event keeps (outbox); null otherwise. */
+export function traceparentOf(span: Span | undefined): string | null {
+  if (active === undefined || span === undefined || (span.spanContext().traceFlags & 1) === 0) return null;
+  return carrierOf(trace.setSpan(ROOT_CONTEXT, span)).traceparent ?? null;
 }
 
 export function logFieldsOf(span: Span): Record<string, string> {
@@ -109,7 +106,10 @@ export function logFieldsOf(span: Span): Record<string, string> {
 /** Where http-spans.ts keeps a request's SERVER span. */
 export const kSpan = Symbol('tracing.span');
 
-/** The log fields of a request's SERVER span (its access line); none while tracing is off. */
+/**
+ * The log fields of a request's SERVER span (its access line, and its logger's lines: the span
+ * is kept on the request and on its raw IncomingMessage); none while tracing is off.
+ */
 export function requestLogFields(request: object): Record<string, string> | undefined {
   const span = (request as { [kSpan]?: Span })[kSpan];
   return span === undefined ? undefined : logFieldsOf(span);

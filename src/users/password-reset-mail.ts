@@ -4,12 +4,16 @@ import type { Config } from '../config.js';
 import type { Mail, Mailer } from '../mail/mailer.js';
 import type { PasswordResetDelivery } from './users.service.js';
 
-export function passwordResetDelivery(settings: Config['passwordReset'], mailer: Mailer): PasswordResetDelivery {
+export function passwordResetDelivery(
+  settings: Config['passwordReset'],
+  mailer: Mailer,
+  log?: Parameters<Mailer['send']>[2],
+): PasswordResetDelivery {
   return {
     ttlMinutes: settings.ttlMinutes,
     send: (to, token) => {
       const link = settings.urlTemplate.replaceAll('{token}', encodeURIComponent(token));
-      mailer.send(passwordResetMail(to, link, settings.ttlMinutes), 'password reset');
+      mailer.send(passwordResetMail(to, link, settings.ttlMinutes), 'password reset', log);
     },
   };
 }

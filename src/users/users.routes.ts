@@ -39,7 +39,6 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
   return async (app) => {
     // docs/api-guide.md#errors: user data is personal; no cache may keep it.
     routeDefaults(app, { problemForm: v.problemForm, cacheControl: 'no-store', version: v.version });
-    const resetDelivery = passwordResetDelivery(app.config.passwordReset, app.mailer);
 
     app.get('/', {
       config: read,
@@ -159,7 +158,9 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 202: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) => {
-        await users.requestPasswordReset(request.db, request.principal, request.params.id, resetDelivery);
+        // The mail's log lines are the request's (its id, its trace).
+        const delivery = passwordResetDelivery(app.config.passwordReset, app.mailer, request.log);
+        await users.requestPasswordReset(request.db, request.principal, request.params.id, delivery);
         return reply.code(202).send(undefined);
       },
     });

@@ -228,6 +228,34 @@ describe('an order', () => {
     expect(operations).toContain('WITH'); // placing the order: one statement
   });
 
+  it('sent with an Idempotency-Key, has its transaction beneath it: BEGIN, its statements, COMMIT', async () => {
+    const product = await createProduct(app, { price: 4 }, 10);
+    const customer = await aCustomer(app);
+    const placed = await app.inject({
+      method: 'POST',
+      url: '/api/v1/orders',
+      headers: { authorization: customer.auth, 'idempotency-key': `traced-${String(Date.now())}` },
+      payload: { productId: product.id, quantity: 1 },
+    });
+    expect(placed.statusCode, placed.body).toBe(201);
+    const server = await serverSpanOf(String(placed.headers['x-request-id']));
+    const operations = childrenOf(server).map((s) => s.attributes['db.operation.name']);
+    expect(operations).toEqual(expect.arrayContaining(['BEGIN', 'WITH', 'COMMIT']));
+    for (const s of childrenOf(server)) expect(s.span.traceId).toBe(server.span.traceId);
+  });
+
+  it('keeps concurrent requests apart: each statement is beneath its own request', async () => {
+    const users = await Promise.all([1, 2, 3, 4, 5, 6].map(() => createUser(app)));
+    const reads = await Promise.all(users.map((u) => api({ method: 'GET', url: `/api/v1/users/${u.id}` })));
+    const servers = await Promise.all(reads.map((r) => serverSpanOf(String(r.headers['x-request-id']))));
+    for (const server of servers) {
+      const statements = childrenOf(server);
+      expect(statements.length).toBeGreaterThanOrEqual(1);
+      for (const s of statements) expect(s.span.traceId).toBe(server.span.traceId);
+    }
+    expect(new Set(servers.map((s) => s.span.traceId)).size).toBe(servers.length);
+  });
+
   it('reaches the receiver in the same trace: the delivery is a CLIENT span of it, and sends traceparent on', async () => {
     const { server, orderId } = orderTrace;
     const delivery = await until('the delivery', () =>
@@ -262,7 +290,7 @@ describe('log lines', () => {
   });
 
   it.runIf(engine === 'pglite')(
-    'written by the service process while it serves a request carry them too (pino mixin), and its spans go out',
+    'written by the service process while it serves a request carry them too (the request’s logger), and its spans go out',
     async () => {
       const started = runServer({
         NODE_ENV: 'development',

@@ -33,6 +33,7 @@ import {
 } from './idempotency.repository.js';
 import { DatabaseUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../../errors.js';
 import { withoutQuery } from '../request-url.js';
+import { requestDb } from '../../tracing/http-spans.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -104,7 +105,8 @@ async function idempotency(app: FastifyInstance): Promise<void> {
   app.decorateRequest('readDb', undefined);
   app.decorateRequest('db', {
     getter(this: FastifyRequest): Db {
-      return (this as WithState)[kKeyed]?.keyed?.db ?? this.readDb ?? db;
+      // A sampled request's handle traces its statements beneath its span.
+      return requestDb(this, (this as WithState)[kKeyed]?.keyed?.db ?? this.readDb ?? db);
     },
   });
 
@@ -132,7 +134,7 @@ async function idempotency(app: FastifyInstance): Promise<void> {
     const parts = fingerprinted(request);
     const state: KeyedRequest = { fingerprint: encryption.fingerprint(parts), parts, done: false };
     (request as WithState)[kKeyed] = state;
-    const { keyed, state: found } = await beginKeyed(db, request.principal.subject, key);
+    const { keyed, state: found } = await beginKeyed(requestDb(request, db), request.principal.subject, key);
     if (state.done) {
       // The request was answered meanwhile (it timed out): nothing may run in this transaction.
       await rollbackKeyed(keyed);
