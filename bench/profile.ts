@@ -37,7 +37,21 @@ export const PARTS = [
 ] as const;
 export type Part = (typeof PARTS)[number];
 
-const [HTTP, DRIVER, GC, LOGGING, HOOKS, FASTIFY, METRICS, TRACING, ROUTING, HANDLERS, VALIDATION, SERIALIZATION, OTHER] = PARTS;
+const [
+  HTTP,
+  DRIVER,
+  GC,
+  LOGGING,
+  HOOKS,
+  FASTIFY,
+  METRICS,
+  TRACING,
+  ROUTING,
+  HANDLERS,
+  VALIDATION,
+  SERIALIZATION,
+  OTHER,
+] = PARTS;
 
 /** Code that runs for whoever called it: its samples go to the next frame out. */
 const PASS_THROUGH =
