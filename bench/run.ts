@@ -21,8 +21,9 @@
 //   npm run bench -- --topologies     GET by id and POST /api/v1/orders directly, through PgBouncer
 //                                     in transaction mode, and with a read replica configured
 //   npm run bench -- --tracing        GET by id with tracing off, and on at 10% sampling exporting
-//                                     to a local OTLP sink (BENCH_TRACING_BASELINE=<ref>: also the
-//                                     build of that ref, without the tracing code paths)
+//                                     to a local OTLP sink, beside HEAD without its tracing code
+//                                     paths (bench/patches/without-tracing.patch; or
+//                                     BENCH_TRACING_BASELINE=<ref>: the build of that ref)
 //   npm run bench -- --scale          lists at 1M users and 1M orders (seeded through SQL): p50/p95
 //                                     of first pages, deep pages by every sort, and rel="next"
 //   npm run bench -- --webhooks       one subscription to a receiver on 127.0.0.1: the time from

@@ -43,21 +43,22 @@ export async function otlpSink(): Promise<{ port: number; bytes: () => number; c
 /**
  * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
  * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
- * 127.0.0.1; with BENCH_TRACING_BASELINE=<git ref>, also the build of that ref (one without the
- * tracing code paths), on the same database. Interleaved rounds, each starting with another
- * case, a new process each.
+ * 127.0.0.1, beside the build without the tracing code paths: this commit (HEAD, so commit
+ * first) with bench/patches/without-tracing.patch applied, which takes out what GET by id runs
+ * for tracing while it is off; or, with BENCH_TRACING_BASELINE=<git ref>, the build of that ref.
+ * The same database. Interleaved rounds, each starting with another case, a new process each.
  */
 export async function tracingCost(): Promise<void> {
   const sink = await otlpSink();
   const ref = process.env.BENCH_TRACING_BASELINE;
-  let baseline: string | undefined;
-  if (ref !== undefined) {
-    const dir = join(work, 'baseline');
-    execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT, stdio: 'ignore' });
-    execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
-    execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
-    baseline = join(dir, 'dist/src/server.js');
-  }
+  const dir = join(work, 'baseline');
+  execFileSync('git', ['worktree', 'add', '--detach', dir, ref ?? 'HEAD'], { cwd: ROOT, stdio: 'ignore' });
+  if (ref === undefined)
+    execFileSync('git', ['apply', join(ROOT, 'bench/patches/without-tracing.patch')], { cwd: dir, stdio: 'inherit' });
+  execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
+  const baseline: string = join(dir, 'dist/src/server.js');
+  const baselineName = ref === undefined ? 'without tracing code paths' : `without tracing code (${ref})`;
   const base = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
   try {
     const seeder = await service('service-pg-seed', 18090, base);
@@ -72,15 +73,12 @@ export async function tracingCost(): Promise<void> {
       ['tracing off', () => service('service-tracing-off', 18083, base)],
       ['tracing on, 10% sampled', () => service('service-tracing-on', 18083, { ...base, ...traced })],
     ];
-    if (baseline !== undefined) {
-      // The same database: the ref's migrations are a prefix of this build's (a ref older than
-      // the last migration it lacks would refuse to start).
-      const file = baseline;
-      kinds.unshift([
-        `without tracing code (${ref ?? ''})`,
-        () => startServer('service-baseline', 18083, ['--enable-source-maps', file], serviceEnv(18083, base)),
-      ]);
-    }
+    // The same database: the baseline's migrations are a prefix of this build's (a ref older
+    // than the last migration it lacks would refuse to start).
+    kinds.unshift([
+      baselineName,
+      () => startServer('service-baseline', 18083, ['--enable-source-maps', baseline], serviceEnv(18083, base)),
+    ]);
 
     const lua = script('tracing-get', byId('/api/v1/users/', USERS));
     const results = new Map<string, Measurement[]>();
@@ -103,31 +101,24 @@ export async function tracingCost(): Promise<void> {
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
     const rps = (kind: string) => median((results.get(kind) ?? []).map((m) => m.rps));
-    const rows = [['GET /api/v1/users/{id}', 'req/s', 'p99 ms', 'server µs/req', 'ratio']];
-    const off = rps('tracing off');
-    const without = rps(kinds[0]?.[0] ?? '');
+    const us = (kind: string) => median((results.get(kind) ?? []).map((m) => m.serverUs));
+    const rows = [
+      ['GET /api/v1/users/{id}', 'req/s', 'p99 ms', 'server µs/req', 'ratio (req/s)', 'ratio (CPU per request)'],
+    ];
+    // Each case against the one before it: off against the build without, on against off.
+    const against = (kind: string): [string, string] =>
+      kind === 'tracing off'
+        ? [`${f2(rps(kind) / rps(baselineName))}× of the build without`, `${f2(us(baselineName) / us(kind))}×`]
+        : kind.startsWith('tracing on')
+          ? [`${f2(rps(kind) / rps('tracing off'))}× of off`, `${f2(us('tracing off') / us(kind))}×`]
+          : ['', ''];
     for (const [kind] of kinds) {
       const ms = results.get(kind) ?? [];
-      const against =
-        kind === 'tracing off'
-          ? baseline === undefined
-            ? ''
-            : `${f2(off / without)}× of the build without`
-          : kind.startsWith('tracing on')
-            ? `${f2(rps(kind) / off)}× of off`
-            : '';
-      rows.push([
-        kind,
-        f0(rps(kind)),
-        f2(median(ms.map((m) => m.p99))),
-        f1(median(ms.map((m) => m.serverUs))),
-        against,
-      ]);
+      rows.push([kind, f0(rps(kind)), f2(median(ms.map((m) => m.p99))), f1(us(kind)), ...against(kind)]);
     }
     console.log(`\n${table(rows)}\n\nOTLP bytes received by the sink: ${f0(sink.bytes())}`);
   } finally {
     sink.close();
-    if (baseline !== undefined)
-      execFileSync('git', ['worktree', 'remove', '--force', join(work, 'baseline')], { cwd: ROOT });
+    execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT });
   }
 }
