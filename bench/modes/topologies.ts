@@ -31,7 +31,8 @@ import {
  * port), and an instance with a read replica configured against one without. The replica list
  * names a server that is not a standby, so that every read still goes to the primary: the
  * figure is what the read path adds (the caller's position, the replica choice, a write's
- * position), not a second database's capacity. Interleaved rounds, a new process each round.
+ * position), not a second database's capacity. Interleaved rounds, each starting with another
+ * case, a new process each round.
  */
 export async function topologies(): Promise<void> {
   const bouncerPort = 16433;
@@ -63,7 +64,9 @@ export async function topologies(): Promise<void> {
     const runs = (load: string, kind: string) => kind === 'direct' || picked(load, kind);
     const results = new Map<string, Measurement[]>();
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const [kind, env] of kinds) {
+      // Each round starts with another case, so that no case always runs first.
+      const offset = (round - 1) % kinds.length;
+      for (const [kind, env] of [...kinds.slice(offset), ...kinds.slice(0, offset)]) {
         if (!loads.some(([load]) => runs(load, kind))) continue;
         await vacuumAnalyze();
         const server = await service(`service-${kind.replace(/\W+/g, '-')}`, 18083, env);

@@ -21,10 +21,15 @@ declare module 'fastify' {
   }
 }
 
+type Position = bigint | undefined | 'unknown';
+
 /** Where each caller's last commit lies in the WAL. */
 interface Positions {
-  /** undefined: the caller wrote nothing that a replica may lack; 'unknown': ask the primary. */
-  get(subject: string): Promise<bigint | undefined | 'unknown'>;
+  /**
+   * undefined: the caller wrote nothing that a replica may lack; 'unknown': ask the primary. At
+   * once when the answer is in the process (every read asks: no promise for it).
+   */
+  get(subject: string): Position | Promise<Position>;
   set(subject: string, position: bigint): Promise<void>;
   prune(replayedByAll: bigint): void;
   close(): Promise<void>;
@@ -34,7 +39,7 @@ interface Positions {
 class MemoryPositions implements Positions {
   readonly #positions = new Map<string, bigint>();
 
-  async get(subject: string): Promise<bigint | undefined> {
+  get(subject: string): bigint | undefined {
     return this.#positions.get(subject);
   }
 
@@ -80,11 +85,11 @@ return 0`,
     this.#redis = redis as PositionsRedis;
   }
 
-  async get(subject: string): Promise<bigint | undefined | 'unknown'> {
+  async get(subject: string): Promise<Position> {
     try {
       const value = await this.#redis.get(key(subject));
       const shared = value === null ? undefined : BigInt(`0x${value}`);
-      const local = await this.#local.get(subject);
+      const local = this.#local.get(subject);
       return local !== undefined && (shared === undefined || local > shared) ? local : shared;
     } catch {
       return 'unknown';
@@ -115,12 +120,26 @@ async function readReplicas(app: FastifyInstance, { replicas }: { replicas: Repl
     redisUrl === undefined ? new MemoryPositions() : new RedisPositions(redisUrl, Math.max(60_000, 10 * maxLagMs));
   let warnedAt = -Infinity;
 
-  const chooseReplica = async (request: FastifyRequest) => {
-    const subject = request.principal.subject;
-    const position = await positions.get(subject);
+  const choose = (request: FastifyRequest, position: Position) => {
     if (position === 'unknown') return; // Redis did not answer: the primary has everything
     const replica = replicas.choose(position);
     if (replica !== undefined) request.readDb = replica.db;
+  };
+  // Callback-style, like the hooks every request passes: an async hook costs promises each time.
+  const chooseReplica = (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+    const position = positions.get(request.principal.subject);
+    if (!(position instanceof Promise)) {
+      choose(request, position);
+      done();
+      return;
+    }
+    position.then(
+      (known) => {
+        choose(request, known);
+        done();
+      },
+      () => done(), // (get answers 'unknown' rather than fail)
+    );
   };
 
   const recordWrite = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
