@@ -401,8 +401,16 @@ export const serviceEnv = (port: number, extra: Record<string, string>) => ({
   ...extra,
 });
 
+/**
+ * The service's build: this checkout's, or BENCH_SERVICE's (another build's dist/src/server.js,
+ * for an A/B of two commits under the same harness); BENCH_SERVICE_NODE_ARGS adds Node options
+ * (`--cpu-prof --cpu-prof-dir=…`).
+ */
+const SERVICE_SCRIPT = process.env.BENCH_SERVICE ?? 'dist/src/server.js';
+const SERVICE_NODE_ARGS = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+
 export const service = (name: string, port: number, extra: Record<string, string>) =>
-  startServer(name, port, ['--enable-source-maps', 'dist/src/server.js'], serviceEnv(port, extra));
+  startServer(name, port, [...SERVICE_NODE_ARGS, '--enable-source-maps', SERVICE_SCRIPT], serviceEnv(port, extra));
 export const anchor = (name: string, port: number, ...anchorArgs: string[]) =>
   startServer(
     name,
