@@ -48,21 +48,34 @@ function isLevelEnabled(logger: FastifyBaseLogger, level: Level): boolean {
 }
 
 /**
+ * Makes `request`'s log lines carry the ids of its span (requestLogFields): every line its
+ * logger writes from now on. A logger made otherwise (a route's own level) is left as it is.
+ */
+export function traceRequestLog(request: FastifyRequest): void {
+  if (request.log instanceof RequestLogger) request.log.traced = request;
+}
+
+/**
  * A request's logger, made into pino's child (its bindings serialized) only when a line is
  * written at an enabled level. Most requests write none through it (their one line goes out
  * through the app's logger, below), so a child per request was garbage on the hot path.
  */
 class RequestLogger {
   #child: FastifyBaseLogger | undefined;
+  /** The request whose span's ids its lines carry (set by tracing/http-spans.ts while tracing is on). */
+  traced: object | undefined = undefined;
   constructor(
     private readonly parent: FastifyBaseLogger,
     private readonly bindings: Bindings,
     private readonly options: ChildLoggerOptions,
-    private readonly raw: IncomingMessage,
   ) {}
   #real(): FastifyBaseLogger {
-    // While tracing is on, its lines carry the trace_id and span_id of the request's span.
-    return (this.#child ??= this.parent.child({ ...this.bindings, ...requestLogFields(this.raw) }, this.options));
+    if (this.#child !== undefined) return this.#child;
+    const fields = this.traced === undefined ? undefined : requestLogFields(this.traced);
+    return (this.#child = this.parent.child(
+      fields === undefined ? this.bindings : { ...this.bindings, ...fields },
+      this.options,
+    ));
   }
   #write(level: Level, args: unknown[]): void {
     if (!isLevelEnabled(this.#child ?? this.parent, level)) return;
@@ -102,9 +115,9 @@ async function requestContext(app: FastifyInstance): Promise<void> {
   app.decorateRequest(kRouteOptions, null);
 
   // A route or plugin with its own log level or serializers gets pino's child at once.
-  app.setChildLoggerFactory((logger, bindings, options, raw) =>
+  app.setChildLoggerFactory((logger, bindings, options) =>
     options.level === undefined && options.serializers === undefined
-      ? new RequestLogger(logger, bindings, options, raw)
+      ? new RequestLogger(logger, bindings, options)
       : logger.child(bindings, options),
   );
 
@@ -134,7 +147,7 @@ async function requestContext(app: FastifyInstance): Promise<void> {
       url: request.originalUrl,
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100,
-      ...requestLogFields(request.raw), // trace_id and span_id while tracing is on
+      ...requestLogFields(request), // trace_id and span_id while tracing is on
     };
     // Written through the app's logger with the id in the line (the fields a child's line
     // has), so that no child logger is made for it. Health probes arrive every few seconds

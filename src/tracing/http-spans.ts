@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { routeOptionsOf } from '../http/request-context.js';
+import { routeOptionsOf, traceRequestLog } from '../http/request-context.js';
 import { tracedDb } from './db-spans.js';
 import { kSpan, tracer } from './tracing.js';
 
@@ -36,7 +36,7 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
       parent,
     );
     (request as WithSpan)[kSpan] = span;
-    (request.raw as { [kSpan]?: Span })[kSpan] = span; // its log lines name its ids (requestLogFields)
+    traceRequestLog(request); // its log lines name its ids
     // Not sampled (most requests, at a ratio): no attributes. Its log lines still name its ids;
     // its statements and events, like it, are not recorded.
     if (!span.isRecording()) return done();

@@ -106,10 +106,7 @@ export function logFieldsOf(span: Span): Record<string, string> {
 /** Where http-spans.ts keeps a request's SERVER span. */
 export const kSpan = Symbol('tracing.span');
 
-/**
- * The log fields of a request's SERVER span (its access line, and its logger's lines: the span
- * is kept on the request and on its raw IncomingMessage); none while tracing is off.
- */
+/** The log fields of a request's SERVER span (its access line, its logger's lines); none while tracing is off. */
 export function requestLogFields(request: object): Record<string, string> | undefined {
   const span = (request as { [kSpan]?: Span })[kSpan];
   return span === undefined ? undefined : logFieldsOf(span);
