@@ -59,7 +59,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  // Tracing first, so that the logger knows whether to join its lines to traces.
+  // Tracing first: a protocol it does not serve stops the start with one line.
   let tracing: Tracing | undefined;
   try {
     tracing = startTracing(process.env, VERSION);
