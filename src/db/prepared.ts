@@ -107,9 +107,10 @@ export function prepare<R, A extends unknown[]>(
     const direct = directRuns.get(db);
     if (direct !== undefined) return (await direct(sql, parameters, options)).rows as R[];
     // A sampled request's handle (tracedDb): the base's driver, beneath the request's span.
-    const { base, span } = untraced(db);
-    const baseDirect = span === undefined ? undefined : directRuns.get(base);
-    if (baseDirect !== undefined) return (await baseDirect(sql, parameters, { ...options, parent: span })).rows as R[];
+    const made = untraced(db);
+    const baseDirect = made === undefined ? undefined : directRuns.get(made.base);
+    if (made !== undefined && baseDirect !== undefined)
+      return (await baseDirect(sql, parameters, { ...options, parent: made.span })).rows as R[];
     const compiled = CompiledQuery.raw(sql, parameters);
     adoptQuery(db, compiled.queryId);
     const result = await db.executeQuery<R>(compiled);

@@ -225,7 +225,7 @@ export function attemptPlacement(db: Db, toPlace: OrderToPlace): Promise<Placeme
   if (db.isTransaction) return placeAlone(db, order);
   // One batcher per database, whichever request's (traced) handle the order came through; a
   // shared statement is traced beneath the first sampled request among its orders.
-  const { base } = untraced(db);
+  const base = untraced(db)?.base ?? db;
   let batcher = batchers.get(base);
   if (batcher === undefined) {
     batcher = new Batcher(

@@ -63,11 +63,11 @@ export function spanOfDb(db: Pick<Handle, 'getExecutor'>): Span | undefined {
 
 /**
  * The handle a traced handle was made from, and its span (prepared queries run straight on the
- * base's driver, db/prepared.ts); `db` itself when it is not a tracedDb.
+ * base's driver, db/prepared.ts); undefined when `db` is not a tracedDb (nothing is allocated:
+ * every order asks).
  */
-export function untraced<T extends object>(db: T): { base: T; span: Span | undefined } {
-  const known = traced.get(db);
-  return known === undefined ? { base: db, span: undefined } : { base: known.base as T, span: known.span };
+export function untraced<T extends object>(db: T): { readonly base: T; readonly span: Span } | undefined {
+  return traced.get(db) as { base: T; span: Span } | undefined;
 }
 
 /**
