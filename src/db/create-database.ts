@@ -9,7 +9,7 @@ import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
 import { postgresJsDialect } from './postgres-js-dialect.js';
 import { PostgresPool } from './postgres-pool.js';
-import { withDirectRun } from './prepared.js';
+import { gatherReads, withDirectRun } from './prepared.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -144,5 +144,6 @@ function postgresDatabase(
     await pool.end({ timeout: 5 });
   };
   trackAnswers(db, (withinMs) => pool.answeredWithin(withinMs));
+  if (options.pooled) gatherReads(db);
   return { db: withDirectRun(db, run, everyConnection, size), pool };
 }

@@ -51,8 +51,9 @@ export function postgresJsDialect(
   return {
     dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts).
-    run: (sql, parameters, runOptions) =>
-      traceStatement(
+    run: (sql, parameters, runOptions) => {
+      pool.hot(sql);
+      return traceStatement(
         sql,
         () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions),
         runOptions?.parent,
@@ -61,14 +62,18 @@ export function postgresJsDialect(
         (error: unknown) => {
           throw translate(error);
         },
-      ),
-    everyConnection: (sql, parameters) =>
-      pool.onEveryConnection(sql, parameters).then(
+      );
+    },
+    // The warm-up's hot statements, once on each connection.
+    everyConnection: (sql, parameters) => {
+      pool.hot(sql);
+      return pool.onEveryConnection(sql, parameters).then(
         (results) => results.map((rows) => [...rows]),
         (error: unknown) => {
           throw translate(error);
         },
-      ),
+      );
+    },
   };
 }
 

@@ -28,6 +28,7 @@ import postgres, {
   type Sql,
 } from 'postgres';
 import { inlineParameters } from './inline-parameters.js';
+import { callText, FUNCTION_PREFIX, makeStatementFunction } from './statement-functions.js';
 import { isConnectionError } from './pg-errors.js';
 
 export function connectionLost(): Error {
@@ -68,6 +69,9 @@ export interface Reservation {
   release(): void;
 }
 
+/** How long making one statement function may take before the statement stays text for now. */
+const MAKE_TIMEOUT_MS = 10_000;
+
 export class PostgresPool {
   readonly clients: readonly PoolClient[];
   /** Where a query goes when every connection is reserved: it waits behind the transaction. */
@@ -85,6 +89,18 @@ export class PostgresPool {
    * mode: one round trip, pipelined; inline-parameters.ts), instead of as parameters.
    */
   readonly inline: boolean;
+  /**
+   * Behind a pooler in transaction mode, each hot statement's function (statement-functions.ts)
+   * by the statement's text: its name; null while it is being made, or when it cannot be one.
+   */
+  readonly #functions = new Map<string, string | null>();
+  /**
+   * A connection of its own for making them, one after another: a statement's description
+   * (Parse, Describe) pipelined among another client's simple queries leaves PgBouncer 1.18
+   * with answers for a server connection it has already unlinked, and the client waiting.
+   */
+  readonly #maker: () => Sql;
+  #making: Promise<void> = Promise.resolve();
   /** Statements sent so far (the db_queries_total metric reads it). */
   statements = 0;
   /** When a plain statement last got its answer, and when one last lost its connection (performance.now()). */
@@ -118,6 +134,8 @@ export class PostgresPool {
     const [first] = this.clients;
     if (first === undefined) throw new RangeError('pool has no client');
     this.#fallback = first;
+    this.#maker = () =>
+      postgres(url, { ...options, max: 1, prepare: false, idle_timeout: 1, onclose: undefined } as typeof options);
   }
 
   /**
@@ -132,9 +150,51 @@ export class PostgresPool {
    */
   query(text: string, parameters: readonly unknown[], options: { spread?: boolean } = {}): Promise<RowList<Row[]>> {
     return this.#query(text, parameters, options.spread === true).catch((error: unknown) => {
-      if (!canRetry(text, error)) throw error;
+      // A statement function dropped under the running service: the text again, and a new one.
+      if (this.#isMissingFunction(error)) this.#functions.delete(text);
+      else if (!canRetry(text, error)) throw error;
       return this.#query(text, parameters, options.spread === true);
     });
+  }
+
+  /**
+   * `text` is a hot statement (a prepared query, db/prepared.ts): behind a pooler in transaction
+   * mode its function is made in the background, and once made it is sent as a call of it.
+   */
+  hot(text: string): void {
+    if (!this.inline || this.#functions.has(text)) return;
+    this.#functions.set(text, null);
+    this.#making = this.#making.then(async () => {
+      const sql = this.#maker();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const name = await Promise.race([
+          makeStatementFunction(sql, text),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error('statement function: no answer')), MAKE_TIMEOUT_MS);
+          }),
+        ]);
+        if (name !== undefined && this.#functions.has(text)) this.#functions.set(text, name);
+      } catch {
+        // The server could not be reached: tried again the next time the statement runs.
+        this.#functions.delete(text);
+      } finally {
+        clearTimeout(timer);
+        await sql.end({ timeout: 0 }).catch(() => {});
+      }
+    });
+  }
+
+  /** How many hot statements go out as calls of their function, and how many as text (tests, docs). */
+  statementFunctions(): { calls: number; texts: number } {
+    let calls = 0;
+    for (const name of this.#functions.values()) if (name !== null) calls++;
+    return { calls, texts: this.#functions.size - calls };
+  }
+
+  #isMissingFunction(error: unknown): boolean {
+    const { code, message } = error as { code?: unknown; message?: unknown };
+    return code === '42883' && typeof message === 'string' && message.includes(FUNCTION_PREFIX);
   }
 
   #query(text: string, parameters: readonly unknown[], spread: boolean): Promise<RowList<Row[]>> {
@@ -170,7 +230,12 @@ export class PostgresPool {
 
   /** One statement on `sql` (a pooled or a reserved connection), as this pool sends them. */
   statement(sql: Sql | ReservedSql, text: string, parameters: readonly unknown[]): PendingQuery<Row[]> {
-    if (this.inline) return sql.unsafe(inlineParameters(text, parameters)).simple() as unknown as PendingQuery<Row[]>;
+    if (this.inline) {
+      const name = this.#functions.get(text);
+      return sql
+        .unsafe(name == null ? inlineParameters(text, parameters) : callText(name, parameters))
+        .simple() as unknown as PendingQuery<Row[]>;
+    }
     return sql.unsafe(text, parameters as never[], { prepare: this.prepare });
   }
 

@@ -2,9 +2,10 @@
 // compiles a query's tree each time it runs; for the primary-key reads every request makes,
 // that was a measurable share of the request's CPU (docs/benchmark.md). A prepared query
 // is built once with placeholder arguments; running it only swaps the values in.
-import { CompiledQuery, type Compilable, type Kysely, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Span } from '@opentelemetry/api';
 import { adoptQuery, untraced } from '../tracing/db-spans.js';
+import { Batcher } from './batcher.js';
 import type { Database, Db } from './database.js';
 
 /**
@@ -119,6 +120,64 @@ export function prepare<R, A extends unknown[]>(
   const { warmUp: warmUpArgs } = options;
   if (warmUpArgs !== undefined) warmUps.push((db) => statement(db, ...warmUpArgs));
   return Object.assign(run, { statement });
+}
+
+// ---- primary-key reads gathered, behind a pooler ---------------------------------------------
+
+/** Databases whose primary-key reads are gathered (behind a pooler in transaction mode). */
+const gathering = new WeakSet();
+
+/**
+ * Gathers `db`'s primary-key reads (prepareById) into one statement per moment. Behind a pooler
+ * in transaction mode each statement is its own transaction, passed on by the pooler to a server
+ * connection one at a time and answered there alone: most of a primary-key read's cost on the
+ * server is that statement's (docs/operations.md, "A pooler in transaction mode").
+ */
+export function gatherReads(db: Db): void {
+  gathering.add(db);
+}
+
+/** `= any(ids)`, the operand of a read of several ids (prepareById's `many`). */
+export function anyOf(ids: readonly number[]): RawBuilder<number> {
+  return sql<number>`any(${ids}::bigint[])`;
+}
+
+/** Reads gathered at most into one statement. */
+const GATHERED_MAX = 128;
+/** Gathered statements out at once, per read and database: reads gather while they run. */
+const GATHERED_IN_FLIGHT = 4;
+
+/**
+ * A primary-key read (`one`) that, on a database whose reads are gathered (gatherReads), runs as
+ * `many` for the ids asked in the same moment: one statement, each caller its own row. A read
+ * under light load goes out alone, an event-loop turn later; under load, reads gather while the
+ * statements in flight run (db/batcher.ts). Elsewhere, in a transaction or traced, it is `one`.
+ */
+export function prepareById<R extends { id: number }>(
+  one: Prepared<R, [number]>,
+  many: Prepared<R, [number[]]>,
+): Prepared<R, [number]> {
+  const batchers = new WeakMap<object, Batcher<number, R[]>>();
+  const batcherOf = (db: Db): Batcher<number, R[]> => {
+    let batcher = batchers.get(db);
+    if (batcher === undefined) {
+      batcher = new Batcher<number, R[]>(
+        async (ids) => {
+          const rows = await many(db, [...new Set(ids)]);
+          const byId = new Map(rows.map((row) => [row.id, row]));
+          return ids.map((id) => {
+            const row = byId.get(id);
+            return row === undefined ? [] : [row];
+          });
+        },
+        { maxSize: GATHERED_MAX, maxInFlight: GATHERED_IN_FLIGHT },
+      );
+      batchers.set(db, batcher);
+    }
+    return batcher;
+  };
+  const run = (db: Db, id: number): Promise<R[]> => (gathering.has(db) ? batcherOf(db).call(id) : one(db, id));
+  return Object.assign(run, { statement: (db: Db, id: number) => one.statement(db, id) });
 }
 
 // ---- warm-up ---------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { anyOf, compilable, prepare, prepareById, prepareVariants, type Statement } from '../db/prepared.js';
 import { countOf } from '../db/row-counts.js';
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import type { Seek, SortDirection } from '../page.js';
@@ -42,20 +42,24 @@ function translate(error: unknown): never {
   throw error;
 }
 
-const selectUserById = prepare(
-  1,
-  (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id),
-  { warmUp: [0] },
+const selectUserById = prepareById(
+  prepare(1, (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id), {
+    warmUp: [0],
+  }),
+  prepare(1, (db, ids: number[]) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', anyOf(ids)), {
+    warmUp: [[0]],
+  }),
 );
 
 export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
   return (await selectUserById(db, id))[0];
 }
 
-const selectUserV1ById = prepare(
-  1,
-  (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id),
-  { warmUp: [0] },
+const selectUserV1ById = prepareById(
+  prepare(1, (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id), { warmUp: [0] }),
+  prepare(1, (db, ids: number[]) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', anyOf(ids)), {
+    warmUp: [[0]],
+  }),
 );
 
 /** A user's v1 columns: `GET /api/v1/users/{id}` reads no more than it shows. */
