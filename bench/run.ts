@@ -58,11 +58,18 @@ await recreateDatabase();
 if (flag('--soak')) await soak();
 else if (flag('--pool')) await pools();
 else if (flag('--scale')) await scale();
-else if (flag('--profile')) await profile();
-else if (flag('--first-wave')) await firstWave();
+else if (flag('--profile')) {
+  // The OTLP sink of the tracing case runs in this process: on the load core, off the server's.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await profile();
+} else if (flag('--first-wave')) await firstWave();
 else if (flag('--topologies')) await topologies();
-else if (flag('--tracing')) await tracingCost();
-else if (flag('--webhooks')) {
+else if (flag('--tracing')) {
+  // The OTLP sink runs in this process, standing in for a collector on another machine: on the
+  // load core, off the server's.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await tracingCost();
+} else if (flag('--webhooks')) {
   // This process receives the deliveries and paces the orders: keep it on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await webhooks();

@@ -40,6 +40,9 @@ export async function otlpSink(): Promise<{ port: number; bytes: () => number; c
   return { port: (server.address() as { port: number }).port, bytes: () => bytes, close: () => server.close() };
 }
 
+/** The sampled ratios of the tracing-on cases (BENCH_TRACING_SAMPLED, comma-separated; 0.1 by default). */
+const SAMPLED = (process.env.BENCH_TRACING_SAMPLED ?? '0.1').split(',').map((r) => r.trim());
+
 /**
  * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
  * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
@@ -64,14 +67,17 @@ export async function tracingCost(): Promise<void> {
     const seeder = await service('service-pg-seed', 18090, base);
     await seed(seeder.port);
     await stopServer(seeder);
-    const traced = {
+    const traced = (ratio: string) => ({
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
       OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-      OTEL_TRACES_SAMPLER_ARG: '0.1',
-    };
+      OTEL_TRACES_SAMPLER_ARG: ratio,
+    });
     const kinds: [string, () => Promise<Server>][] = [
       ['tracing off', () => service('service-tracing-off', 18083, base)],
-      ['tracing on, 10% sampled', () => service('service-tracing-on', 18083, { ...base, ...traced })],
+      ...SAMPLED.map((ratio): [string, () => Promise<Server>] => [
+        `tracing on, ${Number(ratio) * 100}% sampled`,
+        () => service('service-tracing-on', 18083, { ...base, ...traced(ratio) }),
+      ]),
     ];
     // The same database: the baseline's migrations are a prefix of this build's (a ref older
     // than the last migration it lacks would refuse to start).
