@@ -3,7 +3,7 @@
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { anyOf, compilable, prepare, prepareById, prepareVariants, type Statement } from '../db/prepared.js';
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
@@ -21,9 +21,12 @@ const SORT_COLUMNS = { id: 'id', createdAt: 'created_at', total: 'total', status
 export type OrderSort = keyof typeof SORT_COLUMNS;
 const COLUMN_TYPES = { id: 'bigint', created_at: 'timestamptz', total: 'numeric', status: 'text' } as const;
 
-const selectOrder = prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id), {
-  warmUp: [0],
-});
+const selectOrder = prepareById(
+  prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id), { warmUp: [0] }),
+  prepare(1, (db, ids: number[]) => db.selectFrom('orders').selectAll().where('id', '=', anyOf(ids)), {
+    warmUp: [[0]],
+  }),
+);
 const selectCustomerOrder = prepare(
   2,
   (db, id: number, customerId: number) =>

@@ -4,7 +4,7 @@ import type { IfMatch } from '../preconditions.js';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { prepare } from '../db/prepared.js';
+import { anyOf, prepare, prepareById } from '../db/prepared.js';
 import { Conflict } from '../errors.js';
 import type { NewProductRow, ProductRow } from './products.table.js';
 
@@ -14,9 +14,12 @@ function translate(error: unknown): never {
   throw error;
 }
 
-const selectProductById = prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id), {
-  warmUp: [0],
-});
+const selectProductById = prepareById(
+  prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id), { warmUp: [0] }),
+  prepare(1, (db, ids: number[]) => db.selectFrom('products').selectAll().where('id', '=', anyOf(ids)), {
+    warmUp: [[0]],
+  }),
+);
 
 export async function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
   return (await selectProductById(db, id))[0];
