@@ -171,7 +171,7 @@ export class PostgresPool {
         const name = await Promise.race([
           makeStatementFunction(sql, text),
           new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error('statement function: no answer')), MAKE_TIMEOUT_MS);
+            timer = setTimeout(() => reject(new Error('statement function: no answer')), MAKE_TIMEOUT_MS).unref();
           }),
         ]);
         if (name !== undefined && this.#functions.has(text)) this.#functions.set(text, name);
