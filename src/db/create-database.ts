@@ -26,6 +26,14 @@ export function listsHosts(url: string): boolean {
   return authority.includes(',');
 }
 
+/**
+ * Seconds before a connection's next attempt after `retries` failed ones: 50 ms doubling, at most
+ * one second, each between half and all of it (many instances do not retry in step).
+ */
+export function reconnectDelaySeconds(retries: number): number {
+  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
 export interface CreateDatabaseOptions {
   /** PostgreSQL only: a schema to put first on the search_path (tests isolate files this way). */
   schema?: string;
@@ -112,6 +120,10 @@ function postgresDatabase(
       ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
       // A server that is down answers at once; one that is unreachable must not hang requests.
       connect_timeout: 5,
+      // postgres.js waits longer before each reconnection after a failed one (3^n / 100 s, up to
+      // 20 s): three seconds without a primary left a connection asleep for seconds after the
+      // standby took over, with the requests queued on it. A second at most, jittered.
+      backoff: reconnectDelaySeconds,
       onnotice: () => {},
       types: {
         // int8 as a JS number: ids and counts stay far below 2^53.
