@@ -203,9 +203,15 @@ export class PostgresPool {
 
   /** One prepared statement on `client`, counted in its pipeline while in flight. */
   #send(client: PoolClient, text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>> {
+    // Built first: a value that cannot be written into the text (a NUL) fails it here, counting nothing.
+    let pending: PendingQuery<Row[]>;
+    try {
+      pending = this.statement(client.sql, text, parameters);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
     client.inflight++;
     this.statements++;
-    const pending: PendingQuery<Row[]> = this.statement(client.sql, text, parameters);
     return pending.then(
       (rows) => {
         client.inflight--;

@@ -204,6 +204,14 @@ describe.skipIf(engine !== 'postgres')('the pool’s statement functions', () =>
     expect([...through]).toEqual([{ next: 42, word: "it's's" }]);
   });
 
+  it('refuses a value with a NUL before sending anything, through the function too, and counts nothing in flight', async () => {
+    const text = `select $1::int + 1 as "next", $2::text || '''s' as "word"`;
+    await expect(pool.query(text, [1, 'a\u0000b'])).rejects.toMatchObject({ code: '22021' });
+    await expect(pool.query('select $1::text as "t"', ['a\u0000b'])).rejects.toMatchObject({ code: '22021' });
+    expect(pool.clients.map((c) => c.inflight)).toEqual([0]);
+    expect([...(await pool.query(text, [1, 'b']))]).toEqual([{ next: 2, word: "b's" }]);
+  });
+
   it('leaves as text a statement whose result a function cannot declare (a column name twice)', async () => {
     const text = 'select $1::int as "a", $1::int as "a"';
     pool.hot(text);
