@@ -122,7 +122,9 @@ function postgresDatabase(
       connect_timeout: 5,
       // postgres.js waits longer before each reconnection after a failed one (3^n / 100 s, up to
       // 20 s): three seconds without a primary left a connection asleep for seconds after the
-      // standby took over, with the requests queued on it. A second at most, jittered.
+      // standby took over, with the requests queued on it. A second at most, jittered. (As
+      // patched, patches/postgres+3.4.9.patch, it also paces a connection's rounds of the hosts
+      // while none of them is the primary.)
       backoff: reconnectDelaySeconds,
       onnotice: () => {},
       types: {

@@ -8,9 +8,10 @@
 // overlapping queries. Through our pool the sum per query stays flat; through a bare
 // postgres.js client with `max: 4` (the decaying setup, run as a control so the test is known
 // to be able to fail) it grows with every batch.
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
+import { reconnectDelaySeconds } from '../../src/db/create-database.js';
 import { Fifo, PostgresPool } from '../../src/db/postgres-pool.js';
 import { engine, testPostgres } from '../support/test-app.js';
 
@@ -197,10 +198,167 @@ describe.runIf(engine === 'postgres' && url !== undefined)('a connection dropped
       // A read that lost its connection is sent once more (canRetry): on the new connection.
       expect(atDrop).toEqual([{ two: 2 }]);
       expect(performance.now() - started).toBeLessThan(2000);
-      expect(sockets.length).toBe(2);
       expect(await pool.query('select 3 as three', [])).toEqual([{ three: 3 }]);
     } finally {
       await pool.end({ timeout: 0 });
+    }
+  });
+});
+
+// postgres.js 3.4.9 rejects what a connection has in flight when its socket errs (a reset), but a
+// statement sent after that and before the socket's close was kept among those awaiting an
+// answer: it never settled, and the next connection took it for the first statement it had to
+// answer, so each later statement waited for, or was resolved with, another one's answer. A
+// failover hit it (reads stuck on one pool connection for good). Patched: the close rejects it.
+describe.runIf(engine === 'postgres' && url !== undefined)('a statement sent between a reset and the close', () => {
+  it('is refused and sent again, and every later statement gets its own answer', async () => {
+    const { hostname, port } = new URL(url!);
+    const sockets: Socket[] = [];
+    const options = {
+      onnotice: () => {},
+      connect_timeout: 3,
+      socket: () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
+          socket.once('connect', () => {
+            sockets.push(socket);
+            resolve(socket);
+          });
+          socket.once('error', reject);
+        }),
+    };
+    const pool = new PostgresPool(url!, 1, options as ConstructorParameters<typeof PostgresPool>[2]);
+    const within = <T>(promise: Promise<T>): Promise<T | string> =>
+      Promise.race([promise, new Promise<string>((resolve) => setTimeout(resolve, 4000, 'no answer in 4 s'))]);
+    try {
+      expect(await pool.query('select 1 as one', [])).toEqual([{ one: 1 }]);
+      const socket = sockets.at(-1)!;
+      // A statement in flight, then the socket reset; after its error (postgres.js's listener came
+      // first) and before its close, one more statement.
+      const inFlight = pool.query('select pg_sleep(0.2), 2 as two', []);
+      const afterError = new Promise<{ answer: Promise<unknown> }>((resolve) =>
+        socket.once('error', () => resolve({ answer: pool.query('select 3 as three', []) })),
+      );
+      socket.destroy(Object.assign(new Error('reset by the test'), { code: 'ECONNRESET' }));
+      // Each settles: answered (a read refused with its connection is sent once more) or refused
+      // with the connection (its second try can meet the same closing connection).
+      const settled = async (promise: Promise<unknown>) =>
+        JSON.stringify(
+          await within(promise.catch((error: unknown) => ({ refused: (error as { code?: string }).code }))),
+        );
+      const refused = ['{"refused":"ECONNRESET"}', '{"refused":"CONNECTION_CLOSED"}'];
+      expect(['[{"pg_sleep":"","two":2}]', ...refused]).toContain(await settled(inFlight));
+      expect(['[{"three":3}]', ...refused]).toContain(await settled((await afterError).answer));
+      const later = await within(Promise.all([4, 5, 6].map((n) => pool.query(`select ${n} as n`, []))));
+      expect(later).toEqual([[{ n: 4 }], [{ n: 5 }], [{ n: 6 }]]);
+    } finally {
+      await pool.end({ timeout: 0 });
+    }
+  });
+});
+
+/**
+ * A TCP server on loopback in front of the suite's PostgreSQL: it accepts each connection and
+ * closes it at once (as a proxy or a load balancer with no server behind it) until `pass` is
+ * set, and from then on forwards it. `accepted` counts the connections it took.
+ */
+async function frontOfPostgres(): Promise<{
+  url: string;
+  accepted: () => number;
+  pass: () => void;
+  close: () => void;
+}> {
+  const target = new URL(url!);
+  let accepted = 0;
+  let passing = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    accepted++;
+    sockets.add(client);
+    client.on('close', () => sockets.delete(client));
+    client.on('error', () => {});
+    if (!passing) return void client.end();
+    const upstream = connect(Number(target.port), target.hostname);
+    sockets.add(upstream);
+    upstream.on('error', () => client.destroy());
+    client.on('error', () => upstream.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const front = new URL(url!);
+  front.host = `127.0.0.1:${port}`;
+  return {
+    url: front.toString(),
+    accepted: () => accepted,
+    pass: () => (passing = true),
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+// postgres.js 3.4.9 dials again at once, and forever, when a connection closes cleanly before
+// it is ready: the statement waiting for it never settles and the client spins (thousands of
+// connections a second; a standby that is not yet the primary, behind a URL of several hosts,
+// is dropped the same way). Patched: it waits as after a failed connection (the `backoff`
+// option) once every host was tried, and gives the statement up after connect_timeout.
+describe.runIf(engine === 'postgres' && url !== undefined)('a server that accepts connections and closes them', () => {
+  it('gets a connection error within connect_timeout, after a few attempts, and the next statement once it serves', async () => {
+    const front = await frontOfPostgres();
+    const pool = new PostgresPool(front.url, 1, {
+      onnotice: () => {},
+      connect_timeout: 2,
+      backoff: reconnectDelaySeconds,
+    });
+    try {
+      const started = performance.now();
+      const error = await Promise.race([
+        pool.query('select 1 as one', []).then(
+          () => 'answered',
+          (e: unknown) => e,
+        ),
+        new Promise((resolve) => setTimeout(resolve, 5000, 'still waiting after 5 s')),
+      ]);
+      expect(error).toMatchObject({ code: 'CONNECT_TIMEOUT' });
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(front.accepted()).toBeGreaterThan(1);
+      expect(front.accepted()).toBeLessThan(20);
+      front.pass();
+      expect(await pool.query('select 2 as two', [])).toEqual([{ two: 2 }]);
+    } finally {
+      await pool.end({ timeout: 0 });
+      front.close();
+    }
+  });
+
+  // A transaction's connection refused so (its reserve rejected) stayed in postgres.js's queue of
+  // waiting queries, and the next connection to open was handed to it and to no one: every
+  // later statement on that client waited for good. Patched: a refused reserve leaves the queue.
+  // (With fetch_types the array types' query opens the connection another way and hides it.)
+  it('gives the next connection to the next statement after a transaction could not get one', async () => {
+    const front = await frontOfPostgres();
+    const pool = new PostgresPool(front.url, 1, {
+      onnotice: () => {},
+      connect_timeout: 1,
+      backoff: reconnectDelaySeconds,
+      fetch_types: false,
+    });
+    try {
+      await expect(pool.reserve()).rejects.toMatchObject({ code: 'CONNECT_TIMEOUT' });
+      front.pass();
+      const answer = await Promise.race([
+        pool.query('select 3 as three', []),
+        new Promise((resolve) => setTimeout(resolve, 3000, 'no answer in 3 s')),
+      ]);
+      expect(answer).toEqual([{ three: 3 }]);
+      const reservation = await pool.reserve();
+      expect(await reservation.sql.unsafe('select 4 as four')).toEqual([{ four: 4 }]);
+      reservation.release();
+    } finally {
+      await pool.end({ timeout: 0 });
+      front.close();
     }
   });
 });
