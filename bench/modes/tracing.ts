@@ -109,15 +109,38 @@ export async function tracingCost(): Promise<void> {
     const rps = (kind: string) => median((results.get(kind) ?? []).map((m) => m.rps));
     const us = (kind: string) => median((results.get(kind) ?? []).map((m) => m.serverUs));
     const rows = [
-      ['GET /api/v1/users/{id}', 'req/s', 'p99 ms', 'server µs/req', 'ratio (req/s)', 'ratio (CPU per request)'],
+      [
+        'GET /api/v1/users/{id}',
+        'req/s',
+        'p99 ms',
+        'server µs/req',
+        'ratio (req/s)',
+        'ratio (CPU per request)',
+        'paired (req/s)',
+      ],
     ];
+    // The median of the rounds' own ratios: each round's two cases ran minutes apart at most, so
+    // the host's drift over a run (the noisy neighbours of a shared VM) cancels within a round.
+    const paired = (kind: string, reference: string) => {
+      const of = results.get(kind) ?? [];
+      const to = results.get(reference) ?? [];
+      return `${f2(median(of.map((m, i) => m.rps / (to[i]?.rps ?? Number.NaN))))}×`;
+    };
     // Each case against the one before it: off against the build without, on against off.
-    const against = (kind: string): [string, string] =>
+    const against = (kind: string): [string, string, string] =>
       kind === 'tracing off'
-        ? [`${f2(rps(kind) / rps(baselineName))}× of the build without`, `${f2(us(baselineName) / us(kind))}×`]
+        ? [
+            `${f2(rps(kind) / rps(baselineName))}× of the build without`,
+            `${f2(us(baselineName) / us(kind))}×`,
+            paired(kind, baselineName),
+          ]
         : kind.startsWith('tracing on')
-          ? [`${f2(rps(kind) / rps('tracing off'))}× of off`, `${f2(us('tracing off') / us(kind))}×`]
-          : ['', ''];
+          ? [
+              `${f2(rps(kind) / rps('tracing off'))}× of off`,
+              `${f2(us('tracing off') / us(kind))}×`,
+              paired(kind, 'tracing off'),
+            ]
+          : ['', '', ''];
     for (const [kind] of kinds) {
       const ms = results.get(kind) ?? [];
       rows.push([kind, f0(rps(kind)), f2(median(ms.map((m) => m.p99))), f1(us(kind)), ...against(kind)]);
