@@ -158,6 +158,29 @@ describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool 
   });
 });
 
+/**
+ * A pool of one connection on sockets the test holds (postgres.js's `socket` option, not in its
+ * types), to drop one itself as a network failure the kernel reports: `sockets`, oldest first.
+ */
+function poolOnOwnSockets(): { pool: PostgresPool; sockets: Socket[] } {
+  const { hostname, port } = new URL(url!);
+  const sockets: Socket[] = [];
+  const options = {
+    onnotice: () => {},
+    connect_timeout: 3,
+    socket: () =>
+      new Promise<Socket>((resolve, reject) => {
+        const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
+        socket.once('connect', () => {
+          sockets.push(socket);
+          resolve(socket);
+        });
+        socket.once('error', reject);
+      }),
+  };
+  return { pool: new PostgresPool(url!, 1, options as ConstructorParameters<typeof PostgresPool>[2]), sockets };
+}
+
 // postgres.js 3.4.9 batches a small write behind a setImmediate and, when the connection closes
 // before that fires, cancels it without forgetting it: every later write on that client is then
 // appended to the dead connection's bytes and never flushed, so the next connection never sends
@@ -166,24 +189,7 @@ describe.runIf(engine === 'postgres' && url !== undefined)('the PostgreSQL pool 
 // forgets the buffered bytes on close (npm's postinstall applies it).
 describe.runIf(engine === 'postgres' && url !== undefined)('a connection dropped with a write still buffered', () => {
   it('answers the statement sent at the drop on a new connection, at once, and every one after', async () => {
-    const { hostname, port } = new URL(url!);
-    const sockets: Socket[] = [];
-    // postgres.js's `socket` option (not in its types): our own sockets, to drop one ourselves,
-    // as a network failure that the kernel reports.
-    const options = {
-      onnotice: () => {},
-      connect_timeout: 3,
-      socket: () =>
-        new Promise<Socket>((resolve, reject) => {
-          const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
-          socket.once('connect', () => {
-            sockets.push(socket);
-            resolve(socket);
-          });
-          socket.once('error', reject);
-        }),
-    };
-    const pool = new PostgresPool(url!, 1, options as ConstructorParameters<typeof PostgresPool>[2]);
+    const { pool, sockets } = poolOnOwnSockets();
     try {
       expect(await pool.query('select 1 as one', [])).toEqual([{ one: 1 }]);
       // In a check phase, the socket is destroyed and a statement written: its bytes wait for the
@@ -212,22 +218,7 @@ describe.runIf(engine === 'postgres' && url !== undefined)('a connection dropped
 // failover hit it (reads stuck on one pool connection for good). Patched: the close rejects it.
 describe.runIf(engine === 'postgres' && url !== undefined)('a statement sent between a reset and the close', () => {
   it('is refused and sent again, and every later statement gets its own answer', async () => {
-    const { hostname, port } = new URL(url!);
-    const sockets: Socket[] = [];
-    const options = {
-      onnotice: () => {},
-      connect_timeout: 3,
-      socket: () =>
-        new Promise<Socket>((resolve, reject) => {
-          const socket = connect(Number(port), hostname.replace(/^\[|\]$/g, ''));
-          socket.once('connect', () => {
-            sockets.push(socket);
-            resolve(socket);
-          });
-          socket.once('error', reject);
-        }),
-    };
-    const pool = new PostgresPool(url!, 1, options as ConstructorParameters<typeof PostgresPool>[2]);
+    const { pool, sockets } = poolOnOwnSockets();
     const within = <T>(promise: Promise<T>): Promise<T | string> =>
       Promise.race([promise, new Promise<string>((resolve) => setTimeout(resolve, 4000, 'no answer in 4 s'))]);
     try {
