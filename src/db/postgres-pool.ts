@@ -149,10 +149,13 @@ export class PostgresPool {
    * the session (57P01-3), or a read.
    */
   query(text: string, parameters: readonly unknown[], options: { spread?: boolean } = {}): Promise<RowList<Row[]>> {
-    return this.#query(text, parameters, options.spread === true).catch((error: unknown) => {
+    return this.#query(text, parameters, options.spread === true).catch(async (error: unknown) => {
       // A statement function dropped under the running service: the text again, and a new one.
       if (this.#isMissingFunction(error)) this.#functions.delete(text);
       else if (!canRetry(text, error)) throw error;
+      // A reset's error comes a turn before the socket's close: sent now, the second try would
+      // go to the same closing connection. After a timer, postgres.js has seen the close.
+      else await new Promise((resolve) => setTimeout(resolve, 0));
       return this.#query(text, parameters, options.spread === true);
     });
   }
