@@ -21,7 +21,7 @@ export type Engine = 'postgres' | 'pglite';
  * 25006); `primary` asks `in_hot_standby`, which PostgreSQL 14+ reports and updates at promotion.
  * So with several hosts the service asks for the primary, whatever the URL says.
  */
-export function listsHosts(url: string): boolean {
+function listsHosts(url: string): boolean {
   const authority = /^[a-z]+:\/\/(?:[^@/]*@)?([^/?#]*)/i.exec(url)?.[1] ?? '';
   return authority.includes(',');
 }
@@ -32,6 +32,23 @@ export function listsHosts(url: string): boolean {
  */
 export function reconnectDelaySeconds(retries: number): number {
   return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
+/**
+ * How every connection of the service finds its server and comes back after losing it (the
+ * pool's, the replicas', the LISTEN connection): with several hosts, the primary; a server that
+ * is down answers at once, one that is unreachable must not hang requests; and postgres.js's own
+ * wait before each reconnection after a failed one (3^n / 100 s, up to 20 s) left a connection
+ * asleep for seconds after a standby took over, with the requests queued on it: a second at most,
+ * jittered. (As patched, patches/postgres+3.4.9.patch, the same wait paces a connection's rounds
+ * of the hosts while none of them is the primary.)
+ */
+export function reconnection(url: string) {
+  return {
+    ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
+    connect_timeout: 5,
+    backoff: reconnectDelaySeconds,
+  };
 }
 
 export interface CreateDatabaseOptions {
@@ -117,15 +134,7 @@ function postgresDatabase(
     size,
     {
       prepare: !options.pooled,
-      ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
-      // A server that is down answers at once; one that is unreachable must not hang requests.
-      connect_timeout: 5,
-      // postgres.js waits longer before each reconnection after a failed one (3^n / 100 s, up to
-      // 20 s): three seconds without a primary left a connection asleep for seconds after the
-      // standby took over, with the requests queued on it. A second at most, jittered. (As
-      // patched, patches/postgres+3.4.9.patch, it also paces a connection's rounds of the hosts
-      // while none of them is the primary.)
-      backoff: reconnectDelaySeconds,
+      ...reconnection(url),
       onnotice: () => {},
       types: {
         // int8 as a JS number: ids and counts stay far below 2^53.

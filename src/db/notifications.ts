@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import type { Config } from '../config.js';
-import { listsHosts } from './create-database.js';
+import { reconnection } from './create-database.js';
 
 export interface Notifications {
   /** Tells the other instances, soon (spaced; a failure is logged, never thrown). */
@@ -34,7 +34,7 @@ export function notificationsOf(
   const sql = postgres(database.directUrl, {
     max: 1,
     onnotice: () => {},
-    ...(listsHosts(database.directUrl) ? { target_session_attrs: 'primary' as const } : {}),
+    ...reconnection(database.directUrl),
     connection: { application_name: 'resource-api-listen' },
   });
   const instance = randomUUID();
