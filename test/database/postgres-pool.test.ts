@@ -8,7 +8,7 @@
 // overlapping queries. Through our pool the sum per query stays flat; through a bare
 // postgres.js client with `max: 4` (the decaying setup, run as a control so the test is known
 // to be able to fail) it grows with every batch.
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { reconnectDelaySeconds } from '../../src/db/create-database.js';
@@ -244,6 +244,19 @@ describe.runIf(engine === 'postgres' && url !== undefined)('a statement sent bet
   });
 });
 
+/** Starts `server` on a loopback port and gives the suite's URL with that port. */
+async function listening(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const front = new URL(url!);
+  front.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return front.toString();
+}
+
+function closeFront(server: Server, sockets: Set<Socket>): void {
+  for (const socket of sockets) socket.destroy();
+  server.close();
+}
+
 /**
  * A TCP server on loopback in front of the suite's PostgreSQL: it accepts each connection and
  * closes it at once (as a proxy or a load balancer with no server behind it) until `pass` is
@@ -271,18 +284,11 @@ async function frontOfPostgres(): Promise<{
     client.on('error', () => upstream.destroy());
     client.pipe(upstream).pipe(client);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  const front = new URL(url!);
-  front.host = `127.0.0.1:${port}`;
   return {
-    url: front.toString(),
+    url: await listening(server),
     accepted: () => accepted,
     pass: () => (passing = true),
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
+    close: () => closeFront(server, sockets),
   };
 }
 
@@ -347,6 +353,173 @@ describe.runIf(engine === 'postgres' && url !== undefined)('a server that accept
       await pool.end({ timeout: 0 });
       front.close();
     }
+  });
+});
+
+/**
+ * A TCP forwarder on loopback in front of the suite's PostgreSQL that answers a connection's first
+ * statement whose text holds `marker` itself, with `answer` (backend messages), and does not send
+ * it on; `close` then ends that connection (as after a FATAL). Every later statement, and every
+ * connection after the first such answer, goes through untouched.
+ */
+async function interceptingFront(
+  marker: string,
+  answer: Buffer,
+  { close, hideParameters = [] }: { close: boolean; hideParameters?: string[] },
+): Promise<{ url: string; intercepted: () => number; close: () => void }> {
+  const target = new URL(url!);
+  let intercepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    upstream.on('close', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+    if (hideParameters.length === 0) upstream.pipe(client);
+    else
+      upstream.on(
+        'data',
+        withoutParameters(hideParameters, (bytes) => client.write(bytes)),
+      );
+    client.on('data', (chunk: Buffer) => {
+      if (intercepted === 0 && chunk.includes(marker)) {
+        intercepted++;
+        client.write(answer);
+        if (close) client.end();
+        return;
+      }
+      upstream.write(chunk);
+    });
+  });
+  return {
+    url: await listening(server),
+    intercepted: () => intercepted,
+    close: () => closeFront(server, sockets),
+  };
+}
+
+/**
+ * Splits the server's bytes into messages and passes on all but the ParameterStatus ('S') of the
+ * given names, as a pooler that does not relay them would.
+ */
+function withoutParameters(names: string[], write: (bytes: Buffer) => void): (chunk: Buffer) => void {
+  let pending = Buffer.alloc(0);
+  return (chunk) => {
+    pending = Buffer.concat([pending, chunk]);
+    const kept: Buffer[] = [];
+    while (pending.length >= 5 && pending.length >= 1 + pending.readUInt32BE(1)) {
+      const message = pending.subarray(0, 1 + pending.readUInt32BE(1));
+      pending = pending.subarray(message.length);
+      const name = message.toString('utf8', 5, message.indexOf(0, 5));
+      if (!(message[0] === 0x53 && names.includes(name))) kept.push(message);
+    }
+    if (kept.length > 0) write(Buffer.concat(kept));
+  };
+}
+
+/** A backend ErrorResponse ('E') of the given severity, SQLSTATE and message. */
+function errorResponse(severity: string, code: string, message: string): Buffer {
+  const fields = Buffer.from(`S${severity}\0V${severity}\0C${code}\0M${message}\0\0`);
+  const head = Buffer.alloc(5);
+  head.write('E');
+  head.writeUInt32BE(4 + fields.length, 1);
+  return Buffer.concat([head, fields]);
+}
+
+/** ReadyForQuery ('Z'), idle. */
+const readyForQuery = Buffer.from([0x5a, 0, 0, 0, 5, 0x49]);
+
+// postgres.js 3.4.9 sends its own first statement on every new connection (the array types, or
+// with several hosts the session's state) and drops its promise: when that statement fails, the
+// rejection is unhandled, and Node's default for an unhandled rejection ends the process. PgBouncer
+// answers it with a FATAL "server conn crashed?" when the server connection dies under it. And when
+// the connection closes there, the statement and its error stayed on the client: the next
+// connection handed that error to the first statement it answered. Patched: the failure is caught,
+// and what the closed connection had in flight ends with it.
+describe.runIf(engine === 'postgres' && url !== undefined)('a connection whose own first statement fails', () => {
+  /**
+   * Runs `work` on a pool of one connection to `poolUrl` (through `front`), and gives the
+   * unhandled rejections seen meanwhile.
+   */
+  async function unhandledRejectionsDuring(
+    front: { url: string; close: () => void },
+    work: (pool: PostgresPool) => Promise<void>,
+    poolUrl = front.url,
+  ): Promise<unknown[]> {
+    const seen: unknown[] = [];
+    const listener = (reason: unknown): void => void seen.push(reason);
+    process.on('unhandledRejection', listener);
+    const pool = new PostgresPool(poolUrl, 1, {
+      onnotice: () => {},
+      connect_timeout: 3,
+      backoff: reconnectDelaySeconds,
+    });
+    try {
+      await work(pool);
+      // Node reports an unhandled rejection after the microtasks of the turn that made it.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      process.off('unhandledRejection', listener);
+      await pool.end({ timeout: 0 });
+      front.close();
+    }
+    return seen;
+  }
+
+  it('answers the statement on the next connection after a FATAL there, with no unhandled rejection', async () => {
+    const front = await interceptingFront(
+      "typcategory = 'A'",
+      errorResponse('FATAL', '08P01', 'server conn crashed?'),
+      { close: true },
+    );
+    const seen = await unhandledRejectionsDuring(front, async (pool) => {
+      expect(await pool.query('select 1 as one', [])).toEqual([{ one: 1 }]);
+      expect(front.intercepted()).toBe(1);
+      // The array types reached this client on the next connection: an array parameter works.
+      expect(await pool.query('select $1::int[] as ids', [[1, 2]])).toEqual([{ ids: [1, 2] }]);
+    });
+    expect(seen).toEqual([]);
+  });
+
+  it('fails only the statement waiting for it on an ERROR there, with no unhandled rejection, and goes on', async () => {
+    const front = await interceptingFront(
+      "typcategory = 'A'",
+      Buffer.concat([errorResponse('ERROR', '57014', 'canceling statement due to statement timeout'), readyForQuery]),
+      { close: false },
+    );
+    const seen = await unhandledRejectionsDuring(front, async (pool) => {
+      await expect(pool.query('select 1 as one', [])).rejects.toMatchObject({ code: '57014' });
+      expect(front.intercepted()).toBe(1);
+      expect(await pool.query('select 2 as two', [])).toEqual([{ two: 2 }]);
+    });
+    expect(seen).toEqual([]);
+  });
+
+  it('finds the primary again after a FATAL on its query of the session state, with no unhandled rejection', async () => {
+    const front = await interceptingFront(
+      'show transaction_read_only',
+      errorResponse('FATAL', '08P01', 'server conn crashed?'),
+      // PostgreSQL 14 and later report both at the start; a pooler may not relay them, and then
+      // postgres.js asks each connection for its state.
+      { close: true, hideParameters: ['in_hot_standby', 'default_transaction_read_only'] },
+    );
+    // Two hosts, the same server twice.
+    const twoHosts = new URL(front.url);
+    twoHosts.host = `${twoHosts.host},${new URL(url!).host}`;
+    twoHosts.searchParams.set('target_session_attrs', 'primary');
+    const seen = await unhandledRejectionsDuring(
+      front,
+      async (pool) => {
+        expect(await pool.query('select 1 as one', [])).toEqual([{ one: 1 }]);
+        expect(front.intercepted()).toBe(1);
+      },
+      twoHosts.toString().replace('%2C', ','),
+    );
+    expect(seen).toEqual([]);
   });
 });
 
