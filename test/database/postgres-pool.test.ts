@@ -13,6 +13,7 @@ import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { reconnectDelaySeconds } from '../../src/db/create-database.js';
 import { Fifo, PostgresPool } from '../../src/db/postgres-pool.js';
+import { upstreamFor } from '../support/tcp-front.js';
 import { engine, testPostgres } from '../support/test-app.js';
 
 // The pool itself, on a direct connection (its named prepared statements need one).
@@ -371,14 +372,7 @@ async function interceptingFront(
   let intercepted = 0;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => {});
-    }
-    upstream.on('close', () => client.destroy());
-    client.on('close', () => upstream.destroy());
+    const upstream = upstreamFor(client, target, sockets);
     if (hideParameters.length === 0) upstream.pipe(client);
     else
       upstream.on(

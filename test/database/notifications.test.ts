@@ -1,0 +1,103 @@
+// The wake-ups between instances (src/db/notifications.ts): LISTEN on a connection of its own,
+// kept through the loss of that connection and an outage of the server.
+//
+// postgres.js LISTENs again when the connection closes, and that statement waits for a connection
+// like any other: with postgres.js's own wait between attempts (3^n / 100 s, up to 20 s), an
+// outage of a few seconds left the instance deaf for up to 20 s after the server came back (the
+// dispatcher polls meanwhile); with the service's policy (db/create-database.ts, reconnection),
+// a second at most. The test holds a TCP front of its own between the listener and the suite's
+// PostgreSQL, to take the server away (connections dropped, then refused) and give it back on
+// the same address.
+import { createServer, type Server, type Socket } from 'node:net';
+import postgres from 'postgres';
+import { describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config.js';
+import { notificationsOf } from '../../src/db/notifications.js';
+import { upstreamFor } from '../support/tcp-front.js';
+import { engine, testPostgres } from '../support/test-app.js';
+import { until } from '../support/until.js';
+
+const url = testPostgres.directUrl;
+const channel = 'resource_api_notifications_test';
+
+/** A forwarder on a fixed loopback port that can go away (`down`) and come back (`up`). */
+async function frontOfPostgres(): Promise<{ url: string; down: () => Promise<void>; up: () => Promise<void> }> {
+  const target = new URL(url!);
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  let port = 0;
+  const up = async () => {
+    server = createServer((client) => {
+      client.pipe(upstreamFor(client, target, sockets)).pipe(client);
+    });
+    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
+    port = (server.address() as { port: number }).port;
+  };
+  const down = async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+  };
+  await up();
+  const front = new URL(url!);
+  front.host = `127.0.0.1:${port}`;
+  return { url: front.toString(), down, up };
+}
+
+function databaseAt(directUrl: string): Config['database'] {
+  return { kind: 'postgres', url: directUrl, directUrl } as Config['database'];
+}
+
+describe.runIf(engine === 'postgres' && url !== undefined)('LISTEN between instances', () => {
+  it('hears the other instances again after its server was away, refused, and came back', async () => {
+    const front = await frontOfPostgres();
+    const warnings: string[] = [];
+    const log = { warn: (_fields: object, message: string) => void warnings.push(message) };
+    const notifications = notificationsOf(databaseAt(front.url), channel, log)!;
+    const other = postgres(url!, { max: 1, onnotice: () => {} });
+    let heard = 0;
+    try {
+      await notifications.listen(() => heard++);
+      await other.notify(channel, 'another instance');
+      await until('a notification', () => heard > 0, 2000);
+
+      // The server goes away: the connection drops, and for a while connections are refused.
+      await front.down();
+      // Longer than connect_timeout (5 s), as a failover or a restart can be.
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      await front.up();
+
+      // Back on the same address: the instance hears again within a couple of seconds.
+      const before = heard;
+      const started = performance.now();
+      const timer = setInterval(() => void other.notify(channel, 'another instance').catch(() => {}), 100);
+      try {
+        await until('a notification after the outage', () => heard > before, 2000);
+      } finally {
+        clearInterval(timer);
+      }
+      expect(performance.now() - started).toBeLessThan(2000);
+      expect(warnings).toEqual([]);
+    } finally {
+      await notifications.end();
+      await other.end({ timeout: 1 });
+      await front.down().catch(() => {});
+    }
+  }, 20_000);
+
+  it('ignores its own notifications', async () => {
+    const notifications = notificationsOf(databaseAt(url!), channel, { warn: () => {} }, { spacingMs: 0 })!;
+    const other = postgres(url!, { max: 1, onnotice: () => {} });
+    let heard = 0;
+    try {
+      await notifications.listen(() => heard++);
+      notifications.notify();
+      await other.notify(channel, 'another instance');
+      await until('a notification', () => heard > 0, 2000);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(heard).toBe(1);
+    } finally {
+      await notifications.end();
+      await other.end({ timeout: 1 });
+    }
+  });
+});
