@@ -13,34 +13,26 @@ import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.js';
 import { notificationsOf } from '../../src/db/notifications.js';
-import { upstreamFor } from '../support/tcp-front.js';
+import { closeFront, listening, upstreamFor } from '../support/tcp-front.js';
 import { engine, testPostgres } from '../support/test-app.js';
 import { until } from '../support/until.js';
 
 const url = testPostgres.directUrl;
 const channel = 'resource_api_notifications_test';
 
-/** A forwarder on a fixed loopback port that can go away (`down`) and come back (`up`). */
-async function frontOfPostgres(): Promise<{ url: string; down: () => Promise<void>; up: () => Promise<void> }> {
+/** A forwarder on loopback that can go away (`down`) and come back on the same port (`up`). */
+async function frontOfPostgres(): Promise<{ url: string; down: () => Promise<void>; up: () => Promise<string> }> {
   const target = new URL(url!);
   const sockets = new Set<Socket>();
   let server: Server | undefined;
   let port = 0;
   const up = async () => {
-    server = createServer((client) => {
-      client.pipe(upstreamFor(client, target, sockets)).pipe(client);
-    });
-    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
-    port = (server.address() as { port: number }).port;
+    server = createServer((client) => client.pipe(upstreamFor(client, target, sockets)).pipe(client));
+    const front = await listening(server, target, port);
+    port = Number(new URL(front).port);
+    return front;
   };
-  const down = async () => {
-    for (const socket of sockets) socket.destroy();
-    await new Promise<void>((resolve) => server!.close(() => resolve()));
-  };
-  await up();
-  const front = new URL(url!);
-  front.host = `127.0.0.1:${port}`;
-  return { url: front.toString(), down, up };
+  return { url: await up(), down: () => closeFront(server!, sockets), up };
 }
 
 function databaseAt(directUrl: string): Config['database'] {
@@ -68,14 +60,12 @@ describe.runIf(engine === 'postgres' && url !== undefined)('LISTEN between insta
 
       // Back on the same address: the instance hears again within a couple of seconds.
       const before = heard;
-      const started = performance.now();
       const timer = setInterval(() => void other.notify(channel, 'another instance').catch(() => {}), 100);
       try {
         await until('a notification after the outage', () => heard > before, 2000);
       } finally {
         clearInterval(timer);
       }
-      expect(performance.now() - started).toBeLessThan(2000);
       expect(warnings).toEqual([]);
     } finally {
       await notifications.end();

@@ -8,12 +8,12 @@
 // overlapping queries. Through our pool the sum per query stays flat; through a bare
 // postgres.js client with `max: 4` (the decaying setup, run as a control so the test is known
 // to be able to fail) it grows with every batch.
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { reconnectDelaySeconds } from '../../src/db/create-database.js';
 import { Fifo, PostgresPool } from '../../src/db/postgres-pool.js';
-import { upstreamFor } from '../support/tcp-front.js';
+import { closeFront, listening, upstreamFor } from '../support/tcp-front.js';
 import { engine, testPostgres } from '../support/test-app.js';
 
 // The pool itself, on a direct connection (its named prepared statements need one).
@@ -245,19 +245,6 @@ describe.runIf(engine === 'postgres' && url !== undefined)('a statement sent bet
   });
 });
 
-/** Starts `server` on a loopback port and gives the suite's URL with that port. */
-async function listening(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const front = new URL(url!);
-  front.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return front.toString();
-}
-
-function closeFront(server: Server, sockets: Set<Socket>): void {
-  for (const socket of sockets) socket.destroy();
-  server.close();
-}
-
 /**
  * A TCP server on loopback in front of the suite's PostgreSQL: it accepts each connection and
  * closes it at once (as a proxy or a load balancer with no server behind it) until `pass` is
@@ -275,21 +262,17 @@ async function frontOfPostgres(): Promise<{
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     accepted++;
-    sockets.add(client);
-    client.on('close', () => sockets.delete(client));
-    client.on('error', () => {});
-    if (!passing) return void client.end();
-    const upstream = connect(Number(target.port), target.hostname);
-    sockets.add(upstream);
-    upstream.on('error', () => client.destroy());
-    client.on('error', () => upstream.destroy());
-    client.pipe(upstream).pipe(client);
+    if (!passing) {
+      client.on('error', () => {});
+      return void client.end();
+    }
+    client.pipe(upstreamFor(client, target, sockets)).pipe(client);
   });
   return {
-    url: await listening(server),
+    url: await listening(server, target),
     accepted: () => accepted,
     pass: () => (passing = true),
-    close: () => closeFront(server, sockets),
+    close: () => void closeFront(server, sockets),
   };
 }
 
@@ -390,9 +373,9 @@ async function interceptingFront(
     });
   });
   return {
-    url: await listening(server),
+    url: await listening(server, target),
     intercepted: () => intercepted,
-    close: () => closeFront(server, sockets),
+    close: () => void closeFront(server, sockets),
   };
 }
 
