@@ -30,6 +30,10 @@
 //                                     POST /api/v1/orders' answer to its delivery (p50/p99), events
 //                                     delivered per second with the backlog, and POST /api/v1/orders
 //                                     with the subscription against the same with it paused
+//   npm run bench -- --overload       one instance offered 1×, 2× and 3× its capacity C in an open
+//                                     loop (2-s client time-out, a probe beside), then 0.5× C: goodput,
+//                                     statuses, time-outs, p99 of admitted requests and of 503s,
+//                                     for a list page and for orders on one product
 //   npm run bench -- --profile        where the CPU of GET by id and of the liveness probe goes,
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
@@ -40,6 +44,7 @@
 import { execFileSync } from 'node:child_process';
 import { LOAD_CORE, ROOT, cores, ensureWrk, flag, placeAndRemember, recreateDatabase, setUp } from './lib/common.js';
 import { firstWave } from './modes/first-wave.js';
+import { overload } from './modes/overload.js';
 import { pools } from './modes/pools.js';
 import { profile } from './modes/profile.js';
 import { ratios } from './modes/ratios.js';
@@ -73,5 +78,9 @@ else if (flag('--tracing')) {
   // This process receives the deliveries and paces the orders: keep it on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await webhooks();
+} else if (flag('--overload')) {
+  // The open-loop generator and the probe run on the load core, off the server's.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await overload();
 } else await ratios();
 process.exit(0);

@@ -1,5 +1,6 @@
 // buildApp() assembles the service and never listens (STYLE principle 7). Read top to bottom,
 // it is the table of contents: plumbing, then public paths, then each version's resources.
+import { createServer } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Kysely } from 'kysely';
@@ -18,6 +19,8 @@ import { eventHub, type EventStreamOptions } from './events/events.routes.js';
 import webhookDelivery from './webhooks/delivery/plugin.js';
 import { resolveWithDns, type ResolveHost } from './webhooks/address-guard.js';
 import metrics from './http/metrics.js';
+import { Admission } from './http/overload/admission.js';
+import overload, { ShedLog } from './http/overload/overload.js';
 import openapi from './http/openapi/openapi.js';
 import { addWebhooks } from './webhooks/webhooks.openapi.js';
 import { clientErrorHandler, safePath } from './http/client-errors.js';
@@ -86,8 +89,23 @@ export async function buildApp({
   mail = {},
   replicas,
 }: BuildAppOptions): Promise<FastifyInstance> {
+  const shedLog = new ShedLog();
+  const admission = new Admission({
+    ...config.overload,
+    errorTypeBase: config.errorTypeBase,
+    corsAllowedOrigins: config.corsAllowedOrigins,
+    onShed: shedLog.shed,
+  });
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
+    // docs/operations.md#overload: requests over the adaptive limit are refused before Fastify.
+    // (Fastify sets a server's time-outs only when it makes the server: they are set here.)
+    serverFactory: (handler) => {
+      const server = createServer(admission.wrap(handler));
+      server.keepAliveTimeout = config.timeouts.keepAliveMs;
+      server.requestTimeout = config.timeouts.requestMs;
+      return server;
+    },
     genReqId,
     requestIdHeader: false, // genReqId reads and checks X-Request-Id itself
     // request-context logs one line per request, in place of Fastify's two.
@@ -142,6 +160,7 @@ export async function buildApp({
   await app.register(httpSpans); // first, so that every hook after it runs in the request's trace
   await app.register(requestContext);
   await app.register(metrics);
+  await app.register(overload, { admission, shedLog, eventLoopDelayMs: config.overload.eventLoopDelayMs });
   await app.register(cors, { routes });
   await app.register(auth, authOptions);
   await app.register(rateLimit);

@@ -124,6 +124,19 @@ export const EnvSchema = Type.Object({
     }),
   ),
   REPLICA_MAX_LAG_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, description: 'milliseconds, from 0 to 3600000' }),
+  DATABASE_QUEUE_TIMEOUT_MS: Type.Integer({
+    minimum: 10,
+    maximum: 600_000,
+    description: 'milliseconds, from 10 to 600000',
+  }),
+  OVERLOAD_PROTECTION: Type.Boolean({ description: 'true or false' }),
+  CONCURRENCY_LIMIT_MIN: Type.Integer({ minimum: 1, maximum: 100_000, description: 'an integer from 1 to 100000' }),
+  CONCURRENCY_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000, description: 'an integer from 1 to 100000' }),
+  EVENT_LOOP_DELAY_LIMIT_MS: Type.Integer({
+    minimum: 0,
+    maximum: 60_000,
+    description: 'milliseconds, from 0 (off) to 60000',
+  }),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://.+', description: 'an smtp:// or smtps:// URL' })),
   SMTP_FROM: Text('a sender such as "Shop <no-reply@example.com>"'),
   PASSWORD_RESET_URL: Type.String({
@@ -157,6 +170,8 @@ export interface Config {
         readonly replicaUrls: readonly string[];
         /** A replica further behind than this is skipped. */
         readonly replicaMaxLagMs: number;
+        /** How long a statement may wait for a free connection before it is refused (503). */
+        readonly queueTimeoutMs: number;
       }
     | { readonly kind: 'pglite'; readonly dataDir: string | undefined };
   readonly dataDir: string;
@@ -216,6 +231,14 @@ export interface Config {
   readonly mail: { readonly smtpUrl: string | undefined; readonly from: string };
   /** The password reset's link (`{token}` is replaced) and how long a token lasts. */
   readonly passwordReset: { readonly urlTemplate: string; readonly ttlMinutes: number };
+  /** docs/operations.md#overload: the adaptive limit on requests in flight, and its bounds. */
+  readonly overload: {
+    readonly enabled: boolean;
+    readonly minLimit: number;
+    readonly maxLimit: number;
+    /** The backstop: a mean event-loop delay past this refuses new requests (0: off). */
+    readonly eventLoopDelayMs: number;
+  };
   /** docs/api-guide.md#limits-and-time-outs: time-outs of requests and of PostgreSQL sessions. */
   readonly timeouts: {
     readonly requestMs: number;
@@ -294,6 +317,11 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     DATABASE_DIRECT_URL: merged.DATABASE_DIRECT_URL,
     DATABASE_REPLICA_URLS: merged.DATABASE_REPLICA_URLS,
     REPLICA_MAX_LAG_MS: merged.REPLICA_MAX_LAG_MS ?? '5000',
+    DATABASE_QUEUE_TIMEOUT_MS: merged.DATABASE_QUEUE_TIMEOUT_MS ?? '1000',
+    OVERLOAD_PROTECTION: merged.OVERLOAD_PROTECTION ?? 'true',
+    CONCURRENCY_LIMIT_MIN: merged.CONCURRENCY_LIMIT_MIN ?? '8',
+    CONCURRENCY_LIMIT_MAX: merged.CONCURRENCY_LIMIT_MAX ?? '1000',
+    EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '1000',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
     PASSWORD_RESET_URL: merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/reset-password?token={token}`,
@@ -353,6 +381,10 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     );
   }
 
+  if (e.CONCURRENCY_LIMIT_MAX < e.CONCURRENCY_LIMIT_MIN)
+    throw new ConfigError(
+      `Invalid configuration: CONCURRENCY_LIMIT_MAX must be at least CONCURRENCY_LIMIT_MIN (got ${e.CONCURRENCY_LIMIT_MAX} < ${e.CONCURRENCY_LIMIT_MIN})`,
+    );
   const databaseUrl = e.DATABASE_URL;
   return deepFreeze({
     env: nodeEnv,
@@ -373,6 +405,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
               .map((u) => u.trim())
               .filter((u) => u !== ''),
             replicaMaxLagMs: e.REPLICA_MAX_LAG_MS,
+            queueTimeoutMs: e.DATABASE_QUEUE_TIMEOUT_MS,
           }
         : { kind: 'pglite', dataDir: databaseUrl === 'memory://' ? undefined : e.DATA_DIR },
     dataDir: e.DATA_DIR,
@@ -412,6 +445,12 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     },
     mail: { smtpUrl: e.SMTP_URL, from: e.SMTP_FROM },
     passwordReset: { urlTemplate: e.PASSWORD_RESET_URL, ttlMinutes: e.PASSWORD_RESET_TTL_MINUTES },
+    overload: {
+      enabled: e.OVERLOAD_PROTECTION,
+      minLimit: e.CONCURRENCY_LIMIT_MIN,
+      maxLimit: e.CONCURRENCY_LIMIT_MAX,
+      eventLoopDelayMs: e.EVENT_LOOP_DELAY_LIMIT_MS,
+    },
     timeouts: {
       requestMs: e.REQUEST_TIMEOUT_MS,
       headersMs: e.HEADERS_TIMEOUT_MS,

@@ -11,6 +11,7 @@ export type DomainErrorCode =
   | 'BUSINESS_RULE_VIOLATION'
   | 'DATABASE_UNAVAILABLE'
   | 'REQUEST_TIMED_OUT'
+  | 'OVERLOADED'
   | 'FORBIDDEN'
   | 'UNAUTHENTICATED'
   | 'PRECONDITION_FAILED'
@@ -85,6 +86,22 @@ export class RequestTimedOut extends DomainError {
   override readonly name = 'RequestTimedOut';
   constructor(options?: { cause?: unknown }) {
     super('The request took too long and was stopped', options);
+  }
+}
+
+/**
+ * The instance has more work than it can answer in time (docs/operations.md#overload): the
+ * request was not started, or its statement waited too long for a database connection (503).
+ */
+export class Overloaded extends DomainError {
+  readonly code = 'OVERLOADED';
+  override readonly name = 'Overloaded';
+  constructor(
+    /** `busy`: readiness, while a request in flight is older than the instance can answer in time. */
+    readonly reason: 'limit' | 'queue' | 'event_loop' | 'busy',
+    options?: { cause?: unknown },
+  ) {
+    super('The service is overloaded', options);
   }
 }
 

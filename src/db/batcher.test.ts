@@ -122,4 +122,32 @@ describe('Batcher', () => {
     expect(batches).toEqual([[1], [2, 3, 4, 5]]);
     expect(sentAt[1]! - sentAt[0]!).toBeGreaterThanOrEqual(39);
   });
+
+  it('with maxWaitMs, fails a call that waited longer for its batch, and sends none whose caller has gone', async () => {
+    const batches: number[][] = [];
+    let release: () => void = () => {};
+    const batcher = new Batcher(
+      async (inputs: number[]) => {
+        batches.push(inputs);
+        if (batches.length === 1) await new Promise<void>((resolve) => (release = resolve));
+        return inputs;
+      },
+      { maxSize: 100, maxInFlight: 1, maxWaitMs: 50, expired: () => new Error('waited too long') },
+    );
+    const first = batcher.call(1);
+    await turn();
+    // Two wait behind the first batch: one for longer than maxWaitMs, one whose caller leaves.
+    const stale = batcher.call(2);
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    let gone = false;
+    const left = batcher.call(3, () => gone);
+    const fresh = batcher.call(4);
+    gone = true;
+    release();
+    expect(await first).toBe(1);
+    await expect(stale).rejects.toThrow('waited too long');
+    await expect(left).rejects.toThrow('waited too long');
+    expect(await fresh).toBe(4);
+    expect(batches).toEqual([[1], [4]]);
+  });
 });

@@ -7,6 +7,10 @@ interface Pending<I, O> {
   input: I;
   resolve: (output: O | Promise<O>) => void;
   reject: (error: unknown) => void;
+  /** performance.now() when it came. */
+  at: number;
+  /** True once whoever called has gone (its client hung up): it is not sent. */
+  gone: (() => boolean) | undefined;
 }
 
 /**
@@ -19,12 +23,18 @@ interface Pending<I, O> {
  * gather while the batches in flight run, and a batch takes at most `maxSize` of them, oldest
  * first. With `minSpacingMs`, a batch also leaves no sooner than that after the one before it:
  * for writes that can wait a few ms, fewer and fuller statements.
+ *
+ * With `maxWaitMs`, a call that waited longer than that for a batch is not sent: it fails with
+ * `expired()`'s error (docs/operations.md#overload: queue time, not queue length). A call whose
+ * `gone()` is true when its batch leaves is not sent either, and fails with `left()`'s error.
  */
 export class Batcher<I, O> {
   readonly #send: (inputs: I[]) => Promise<(O | Promise<O>)[]>;
   readonly #maxSize: number;
   readonly #maxInFlight: number;
   readonly #minSpacingMs: number;
+  readonly #maxWaitMs: number;
+  readonly #expired: () => unknown;
   #lastSent = Number.NEGATIVE_INFINITY;
   #waiting: Pending<I, O>[] = [];
   #inFlight = 0;
@@ -32,21 +42,44 @@ export class Batcher<I, O> {
 
   constructor(
     send: (inputs: I[]) => Promise<(O | Promise<O>)[]>,
-    options: { maxSize: number; maxInFlight: number; minSpacingMs?: number },
+    options: {
+      maxSize: number;
+      maxInFlight: number;
+      minSpacingMs?: number;
+      maxWaitMs?: number;
+      /** The error of a call that waited longer than maxWaitMs, or whose caller has gone. */
+      expired?: () => unknown;
+    },
   ) {
     if (!(options.maxSize >= 1 && options.maxInFlight >= 1)) throw new RangeError('a batch needs room for one call');
     this.#send = send;
     this.#maxSize = options.maxSize;
     this.#maxInFlight = options.maxInFlight;
     this.#minSpacingMs = options.minSpacingMs ?? 0;
+    this.#maxWaitMs = options.maxWaitMs ?? Number.POSITIVE_INFINITY;
+    this.#expired = options.expired ?? (() => new Error('waited too long for a batch'));
   }
 
-  /** `input`'s answer, from the next batch that takes it. */
-  call(input: I): Promise<O> {
+  /** `input`'s answer, from the next batch that takes it (none if `gone()` is true by then). */
+  call(input: I, gone?: () => boolean): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ input, resolve, reject });
+      this.#waiting.push({ input, resolve, reject, at: performance.now(), gone });
       this.#schedule();
     });
+  }
+
+  /** The calls that may still be sent: one that waited too long, or whose caller left, fails now. */
+  #take(): Pending<I, O>[] {
+    const batch: Pending<I, O>[] = [];
+    const oldest = performance.now() - this.#maxWaitMs;
+    while (batch.length < this.#maxSize && this.#waiting.length > 0) {
+      const taken = this.#waiting.splice(0, this.#maxSize - batch.length);
+      for (const pending of taken) {
+        if (pending.at < oldest || pending.gone?.() === true) pending.reject(this.#expired());
+        else batch.push(pending);
+      }
+    }
+    return batch;
   }
 
   #schedule(): void {
@@ -63,7 +96,8 @@ export class Batcher<I, O> {
     // from the loop's cached clock): wait out the rest rather than send a batch too soon.
     if (this.#lastSent + this.#minSpacingMs > performance.now()) return this.#schedule();
     while (this.#waiting.length > 0 && this.#inFlight < this.#maxInFlight) {
-      const batch = this.#waiting.splice(0, this.#maxSize);
+      const batch = this.#take();
+      if (batch.length === 0) continue;
       this.#inFlight++;
       this.#lastSent = performance.now();
       void this.#run(batch).finally(() => {

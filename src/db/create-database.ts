@@ -7,48 +7,23 @@ import type { Config } from '../config.js';
 import { trackAnswers, type Database } from './database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
-import { postgresJsDialect } from './postgres-js-dialect.js';
+import { postgresJsDialect, translate } from './postgres-js-dialect.js';
 import { PostgresPool } from './postgres-pool.js';
+import { arrayText, parseArray } from './inline-parameters.js';
 import { gatherReads, withDirectRun } from './prepared.js';
 
 export type Engine = 'postgres' | 'pglite';
 
-/**
- * Whether a URL names several hosts, as libpq's do (`postgres://h1:5432,h2:5432/db`): the
- * service must then write only to the one that is the primary. postgres.js 3.4 judges
- * `target_session_attrs=read-write` by `default_transaction_read_only` alone, which a hot standby
- * reports as off, so it would take a standby for a primary (and every write there fails with
- * 25006); `primary` asks `in_hot_standby`, which PostgreSQL 14+ reports and updates at promotion.
- * So with several hosts the service asks for the primary, whatever the URL says.
- */
-function listsHosts(url: string): boolean {
-  const authority = /^[a-z]+:\/\/(?:[^@/]*@)?([^/?#]*)/i.exec(url)?.[1] ?? '';
-  return authority.includes(',');
-}
+export { reconnectDelaySeconds } from './reconnect-delay.js';
 
 /**
- * Seconds before a connection's next attempt after `retries` failed ones: 50 ms doubling, at most
- * one second, each between half and all of it (many instances do not retry in step).
+ * How every connection of the service reaches its server: a server that is down answers at
+ * once, one that is unreachable must not hang requests for long. The hosts, the primary among
+ * several, and the pace of reconnection are the pool's (postgres-pool.ts) and the LISTEN
+ * connection's (notifications.ts), not postgres.js's.
  */
-export function reconnectDelaySeconds(retries: number): number {
-  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
-}
-
-/**
- * How every connection of the service finds its server and comes back after losing it (the
- * pool's, the replicas', the LISTEN connection): with several hosts, the primary; a server that
- * is down answers at once, one that is unreachable must not hang requests; and postgres.js's own
- * wait before each reconnection after a failed one (3^n / 100 s, up to 20 s) left a connection
- * asleep for seconds after a standby took over, with the requests queued on it: a second at most,
- * jittered. (As patched, patches/postgres+3.4.9.patch, the same wait paces a connection's rounds
- * of the hosts while none of them is the primary.)
- */
-export function reconnection(url: string) {
-  return {
-    ...(listsHosts(url) ? { target_session_attrs: 'primary' as const } : {}),
-    connect_timeout: 5,
-    backoff: reconnectDelaySeconds,
-  };
+export function reconnection() {
+  return { connect_timeout: 5 };
 }
 
 export interface CreateDatabaseOptions {
@@ -134,11 +109,31 @@ function postgresDatabase(
     size,
     {
       prepare: !options.pooled,
-      ...reconnection(url),
+      ...reconnection(),
       onnotice: () => {},
       types: {
         // int8 as a JS number: ids and counts stay far below 2^53.
         int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+        // Arrays the service reads (the driver fetches no array types): text[], varchar[], uuid[]…
+        textArray: {
+          to: 1009,
+          from: [1009, 1015, 2951],
+          serialize: (x: unknown[] | string) => (typeof x === 'string' ? x : arrayText(x)),
+          parse: (x: string) => parseArray(x, String),
+        },
+        // … int2[], int4[], int8[] as numbers, bool[].
+        numberArray: {
+          to: 1016,
+          from: [1005, 1007, 1016],
+          serialize: (x: unknown[] | string) => (typeof x === 'string' ? x : arrayText(x)),
+          parse: (x: string) => parseArray(x, Number),
+        },
+        boolArray: {
+          to: 1000,
+          from: [1000],
+          serialize: (x: unknown[] | string) => (typeof x === 'string' ? x : arrayText(x)),
+          parse: (x: string) => parseArray(x, (v) => v === 't'),
+        },
       },
       connection: {
         application_name: 'resource-api',
@@ -147,7 +142,12 @@ function postgresDatabase(
         ...(options.schema ? { search_path: options.schema } : {}),
       },
     },
-    { inline: options.pooled },
+    // A replica's errors go to its dialect untranslated: some are answered by the primary.
+    {
+      inline: options.pooled,
+      queueTimeoutMs: config.queueTimeoutMs,
+      ...(options.fallback === undefined ? { translate } : {}),
+    },
   );
   const afterBegin = options.pooled
     ? Object.entries(timeouts)
@@ -168,5 +168,5 @@ function postgresDatabase(
   };
   trackAnswers(db, (withinMs) => pool.answeredWithin(withinMs));
   if (options.pooled) gatherReads(db);
-  return { db: withDirectRun(db, run, everyConnection, size), pool };
+  return { db: withDirectRun(db, run, everyConnection, size, config.queueTimeoutMs), pool };
 }

@@ -31,7 +31,7 @@ function text(value: unknown): string {
 }
 
 /** PostgreSQL's array input form: {"a","b",NULL}, nested for nested arrays. */
-function arrayText(values: readonly unknown[]): string {
+export function arrayText(values: readonly unknown[]): string {
   const parts = values.map((v) => {
     if (v === null || v === undefined) return 'NULL';
     if (Array.isArray(v)) return arrayText(v);
@@ -109,4 +109,55 @@ function closing(sql: string, from: number, quoteChar: string): number {
     }
     return at + 1;
   }
+}
+
+/**
+ * `parameters` as the pool sends them: an array as one text value in PostgreSQL's array input
+ * form, which the statement casts (the driver fetches no array types: docs/architecture.md,
+ * "How a connection lives and dies"). The same array, untouched, when it holds none.
+ */
+export function driverParameters(parameters: readonly unknown[]): readonly unknown[] {
+  for (let i = 0; i < parameters.length; i++) {
+    if (Array.isArray(parameters[i])) return parameters.map((p) => (Array.isArray(p) ? arrayText(p) : p));
+  }
+  return parameters;
+}
+
+/**
+ * A one- or more-dimensional array in PostgreSQL's text output form (`{a,"b c",NULL}`), each
+ * element through `element` (the driver fetches no array types, so the pool parses the array
+ * columns the service reads: create-database.ts).
+ */
+export function parseArray<T>(text: string, element: (value: string) => T): (T | null | unknown[])[] {
+  let i = 0;
+  const parse = (): (T | null | unknown[])[] => {
+    const out: (T | null | unknown[])[] = [];
+    i++; // {
+    if (text[i] === '}') {
+      i++;
+      return out;
+    }
+    for (;;) {
+      if (text[i] === '{') out.push(parse());
+      else if (text[i] === '"') {
+        let value = '';
+        i++;
+        while (text[i] !== '"') {
+          if (text[i] === '\\') i++;
+          value += text.charAt(i++);
+        }
+        i++;
+        out.push(element(value));
+      } else {
+        const start = i;
+        while (text[i] !== ',' && text[i] !== '}') i++;
+        const value = text.slice(start, i);
+        out.push(value === 'NULL' ? null : element(value));
+      }
+      if (text[i++] === '}') return out;
+    }
+  };
+  // A leading dimension decoration ([0:1]={…}) is skipped.
+  if (text[0] === '[') i = text.indexOf('=') + 1;
+  return parse();
 }

@@ -7,14 +7,20 @@
 // webhook subscription). Each payload names its instance, so that an instance ignores its own.
 // The embedded engine is one process, which needs none of this: there is no channel.
 import { randomUUID } from 'node:crypto';
-import postgres from 'postgres';
+import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
+import { accepts, connectionTarget, SESSION_STATE } from './connection-target.js';
 import { reconnection } from './create-database.js';
+import { singleUseClient } from './driver-client.js';
+import { reconnectDelaySeconds } from './reconnect-delay.js';
 
 export interface Notifications {
   /** Tells the other instances, soon (spaced; a failure is logged, never thrown). */
   notify(): void;
-  /** Calls `onOther` at each notification from another instance; resolves once listening. */
+  /**
+   * Calls `onOther` at each notification from another instance; resolves once listening, or once
+   * a first round of the hosts failed (logged: meanwhile the instance finds out by polling).
+   */
   listen(onOther: () => void): Promise<void>;
   end(): Promise<void>;
 }
@@ -23,7 +29,14 @@ interface Log {
   warn(fields: object, message: string): void;
 }
 
-/** The channel's notifications, or undefined on the embedded engine. */
+const noop = (): void => {};
+
+/**
+ * The channel's notifications, or undefined on the embedded engine. The connection's life is the
+ * service's, as the pool's (postgres-pool.ts): a client per connection, thrown away when it dies,
+ * and the next one LISTENs again after a wait of at most a second (reconnect-delay.ts), on the
+ * host that is the primary.
+ */
 export function notificationsOf(
   database: Config['database'],
   channel: string,
@@ -31,19 +44,102 @@ export function notificationsOf(
   { spacingMs = 50 }: { spacingMs?: number } = {},
 ): Notifications | undefined {
   if (database.kind !== 'postgres') return undefined;
-  const sql = postgres(database.directUrl, {
-    max: 1,
-    onnotice: () => {},
-    ...reconnection(database.directUrl),
-    connection: { application_name: 'resource-api-listen' },
-  });
+  const target = connectionTarget(database.directUrl);
   const instance = randomUUID();
+  const listenText = `listen "${channel.replaceAll('"', '""')}"`;
+  /** The listening connection's client, while it lives. */
+  let sql: Sql | undefined;
+  let onOther: () => void = noop;
+  const lifecycle = { ended: false };
+  let preferred = 0;
+  let retries = 0;
+  let reopen: NodeJS.Timeout | undefined;
+  let started: Promise<void> | undefined;
+
+  /** One round of the hosts: true once one listens. */
+  const round = async (): Promise<{ listening: boolean; error?: unknown }> => {
+    let failure: unknown;
+    for (let k = 0; k < target.endpoints.length && !lifecycle.ended; k++) {
+      const index = (preferred + k) % target.endpoints.length;
+      const endpoint = target.endpoints[index] as (typeof target.endpoints)[number];
+      const life = { dead: false };
+      const alive = (): boolean => !life.dead && !lifecycle.ended;
+      const client: Sql = singleUseClient(
+        target.driverUrl,
+        endpoint,
+        {
+          onnotice: noop,
+          ...reconnection(),
+          connection: { application_name: 'resource-api-listen' },
+          // postgres.js calls it for each NotificationResponse on this connection (not in its types).
+          ...({
+            onnotify: (name: string, from: string) => {
+              if (name === channel && from !== instance) onOther();
+            },
+          } as object),
+        },
+        {
+          onDeath: () => {
+            if (life.dead) return;
+            life.dead = true;
+            if (sql !== client) return;
+            sql = undefined;
+            void client.end({ timeout: 0 }).catch(noop);
+            schedule(0);
+          },
+        },
+      );
+      try {
+        const [state] = (await client.unsafe(SESSION_STATE).simple()) as unknown as (
+          { standby: boolean; read_only: string } | undefined
+        )[];
+        if (state !== undefined && accepts(target.attrs, state)) {
+          await client.unsafe(listenText).simple();
+          if (alive()) {
+            sql = client;
+            preferred = index;
+            retries = 0;
+            return { listening: true };
+          }
+        }
+      } catch (error) {
+        failure = error;
+      }
+      life.dead = true;
+      void client.end({ timeout: 0 }).catch(noop);
+    }
+    return { listening: false, error: failure };
+  };
+
+  const open = async (): Promise<{ listening: boolean; error?: unknown }> => {
+    const result = await round();
+    if (!result.listening && !lifecycle.ended) schedule(++retries);
+    return result;
+  };
+
+  function schedule(failed: number): void {
+    if (lifecycle.ended) return;
+    reopen = setTimeout(
+      () => {
+        reopen = undefined;
+        void open();
+      },
+      reconnectDelaySeconds(failed) * 1000,
+    );
+    reopen.unref();
+  }
+
   let last = Number.NEGATIVE_INFINITY;
   let timer: NodeJS.Timeout | undefined;
   const send = () => {
     timer = undefined;
     last = performance.now();
-    sql.notify(channel, instance).catch((error: unknown) => {
+    const client = sql;
+    const sent =
+      client === undefined
+        ? Promise.reject(new Error('no connection'))
+        : client.unsafe('select pg_notify($1, $2)', [channel, instance]);
+    sent.catch((error: unknown) => {
       log.warn({ err: error }, `NOTIFY ${channel} failed: the other instances find out by polling`);
     });
   };
@@ -54,18 +150,21 @@ export function notificationsOf(
       if (wait <= 0) send();
       else timer = setTimeout(send, wait);
     },
-    listen: async (onOther) => {
-      await sql
-        .listen(channel, (from) => {
-          if (from !== instance) onOther();
-        })
-        .catch((error: unknown) => {
-          log.warn({ err: error }, `LISTEN ${channel} failed: this instance finds out by polling`);
-        });
+    listen: async (callback) => {
+      onOther = callback;
+      started ??= open().then(({ listening, error }) => {
+        if (!listening && !lifecycle.ended)
+          log.warn({ err: error }, `LISTEN ${channel} failed: this instance finds out by polling until it listens`);
+      });
+      await started;
     },
     end: async () => {
+      lifecycle.ended = true;
       if (timer !== undefined) clearTimeout(timer);
-      await sql.end({ timeout: 1 });
+      if (reopen !== undefined) clearTimeout(reopen);
+      const client = sql;
+      sql = undefined;
+      await client?.end({ timeout: 1 }).catch(noop);
     },
   };
 }

@@ -31,7 +31,7 @@ export function pgliteDialect(
     dialect: postgresDialect(() => driver),
     run: (sql, parameters, options) => traceStatement(sql, () => driver.run(sql, parameters), options?.parent),
     // PGlite is one session: its only connection.
-    everyConnection: async (sql, parameters) => [(await driver.run(sql, parameters)).rows],
+    everyConnection: async (sql, parameters) => [await driver.run(sql, parameters)],
   };
 }
 
@@ -102,10 +102,10 @@ class PGliteDriver implements Driver {
     const release = await this.#mutex.lock();
     return new PGliteConnection(this.#statements, release);
   }
-  async run(sql: string, parameters: readonly unknown[]): Promise<{ rows: unknown[] }> {
+  async run(sql: string, parameters: readonly unknown[]): Promise<unknown[]> {
     const release = await this.#mutex.lock();
     try {
-      return await this.#statements.query(sql, parameters);
+      return (await this.#statements.query(sql, parameters)).rows;
     } finally {
       release();
     }

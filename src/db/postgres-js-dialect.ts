@@ -12,10 +12,11 @@ import {
   type TransactionSettings,
 } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
-import { canRetry, connectionLost, type PostgresPool, type Reservation } from './postgres-pool.js';
+import { connectionLost, type PostgresPool, type QueryOptions, type Reservation } from './postgres-pool.js';
 import type { DirectRun, EveryConnectionRun } from './prepared.js';
-import { DatabaseUnavailable } from '../errors.js';
+import { DatabaseUnavailable, Overloaded } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
+import { driverParameters } from './inline-parameters.js';
 
 export interface PostgresJsDialectOptions {
   /**
@@ -50,20 +51,23 @@ export function postgresJsDialect(
 } {
   return {
     dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
-    // One statement on the shared connections, for the prepared hot queries (prepared.ts).
-    run: (sql, parameters, runOptions) => {
-      pool.hot(sql);
-      return traceStatement(
-        sql,
-        () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions),
-        runOptions?.parent,
-      ).then(
-        (rows) => ({ rows }),
-        (error: unknown) => {
-          throw translate(error);
-        },
-      );
-    },
+    // One statement on the shared connections, for the prepared hot queries (prepared.ts): on a
+    // primary, untraced, the pool's own promise (its errors already translated).
+    run:
+      options.fallback === undefined
+        ? (sql, parameters, runOptions) => {
+            pool.hot(sql);
+            if (runOptions?.parent === undefined) return pool.query(sql, parameters, runOptions);
+            return traceStatement(sql, () => pool.query(sql, parameters, runOptions), runOptions.parent);
+          }
+        : (sql, parameters, runOptions) =>
+            traceStatement(
+              sql,
+              () => queryWithFallback(pool, options.fallback, sql, parameters, runOptions),
+              runOptions?.parent,
+            ).catch((error: unknown) => {
+              throw translate(error);
+            }),
     // The warm-up's hot statements, once on each connection.
     everyConnection: (sql, parameters) => {
       pool.hot(sql);
@@ -84,7 +88,7 @@ function queryWithFallback(
   fallback: PostgresPool | undefined,
   text: string,
   parameters: readonly unknown[],
-  options?: { spread?: boolean },
+  options?: QueryOptions,
 ) {
   const sent = pool.query(text, parameters, options);
   if (fallback === undefined) return sent;
@@ -124,8 +128,9 @@ class PostgresJsConnection implements DatabaseConnection {
 
   async *streamQuery<R>(query: CompiledQuery, chunkSize = 100): AsyncIterableIterator<QueryResult<R>> {
     const target = this.#reserved?.sql ?? this.pool.anyClient();
+    if (target === undefined) throw translate(connectionLost());
     const cursor = target
-      .unsafe(query.sql, query.parameters as never[], { prepare: this.pool.prepare })
+      .unsafe(query.sql, driverParameters(query.parameters) as never[], { prepare: this.pool.prepare })
       .cursor(chunkSize);
     for await (const rows of cursor) yield { rows: rows as R[] };
   }
@@ -145,8 +150,9 @@ class PostgresJsConnection implements DatabaseConnection {
       );
     } catch (error) {
       this.#release();
-      // A BEGIN lost with a stale connection changed nothing: once more, on a fresh one.
-      if (!retried && canRetry(statement, error)) return this.begin(settings, true);
+      // A BEGIN lost with its connection changed nothing: once more, on another one.
+      if (!retried && isConnectionError(error) && (error as { code?: unknown }).code !== '25006')
+        return this.begin(settings, true);
       // A replica that cannot begin: the transaction runs on its primary.
       if (this.fallback !== undefined && this.pool !== this.fallback && fallsBack(error)) {
         this.pool = this.fallback;
@@ -176,10 +182,7 @@ class PostgresJsConnection implements DatabaseConnection {
   #onReserved(text: string, parameters: readonly unknown[], simple = false) {
     const reserved = this.#reserved;
     if (reserved === undefined) return Promise.reject(new Error('No transaction is open on this connection'));
-    if (reserved.isLost()) return Promise.reject(connectionLost());
-    this.pool.statements++;
-    const query = simple ? reserved.sql.unsafe(text).simple() : this.pool.statement(reserved.sql, text, parameters);
-    return Promise.race([query, reserved.lost]);
+    return reserved.run(text, parameters, simple);
   }
 
   #release(): void {
@@ -219,6 +222,9 @@ class PostgresJsDriver implements Driver {
   }
 }
 
-function translate(error: unknown): unknown {
+/** A connection-level failure → DatabaseUnavailable (503 with Retry-After); anything else as it is. */
+export function translate(error: unknown): unknown {
+  // A statement that waited longer than DATABASE_QUEUE_TIMEOUT_MS for a connection was not sent.
+  if ((error as { code?: unknown } | null)?.code === 'QUEUE_TIMEOUT') return new Overloaded('queue', { cause: error });
   return isConnectionError(error) ? new DatabaseUnavailable({ cause: error }) : error;
 }

@@ -15,16 +15,17 @@ import type { Database, Db } from './database.js';
  */
 export interface RunOptions {
   spread?: boolean;
+  /**
+   * Safe to send again after the connection was lost under it (a read by key, a count): it
+   * changes nothing. A statement not so declared is never sent twice (postgres-pool.ts).
+   */
+  repeatable?: boolean;
   /** The span the statement is traced beneath (a sampled request's; tracing/db-spans.ts). */
   parent?: Span;
 }
 
 /** Runs one statement outside any transaction, straight on the driver. */
-export type DirectRun = (
-  sql: string,
-  parameters: readonly unknown[],
-  options?: RunOptions,
-) => Promise<{ rows: unknown[] }>;
+export type DirectRun = (sql: string, parameters: readonly unknown[], options?: RunOptions) => Promise<unknown[]>;
 
 /** Runs one statement once on each of the database's connections, together: each one's rows. */
 export type EveryConnectionRun = (sql: string, parameters: readonly unknown[]) => Promise<unknown[][]>;
@@ -32,6 +33,7 @@ export type EveryConnectionRun = (sql: string, parameters: readonly unknown[]) =
 const directRuns = new WeakMap<object, DirectRun>();
 const everyConnectionRuns = new WeakMap<object, EveryConnectionRun>();
 const connectionCounts = new WeakMap<object, number>();
+const queueTimeouts = new WeakMap<object, number>();
 /** The statements warmUp runs, from every `prepare` given warm-up arguments. */
 const warmUps: ((db: Db) => Statement)[] = [];
 
@@ -47,11 +49,21 @@ export function withDirectRun<T extends object>(
   run: DirectRun,
   everyConnection: EveryConnectionRun,
   connections: number,
+  queueTimeoutMs?: number,
 ): T {
   directRuns.set(db, run);
   everyConnectionRuns.set(db, everyConnection);
   connectionCounts.set(db, connections);
+  if (queueTimeoutMs !== undefined) queueTimeouts.set(db, queueTimeoutMs);
   return db;
+}
+
+/**
+ * How long work may wait for the database before it is refused (DATABASE_QUEUE_TIMEOUT_MS; 1000
+ * for a database not made with one): an order waiting for its batch, a statement for a connection.
+ */
+export function queueTimeoutOf(db: Db): number {
+  return queueTimeouts.get(db) ?? 1000;
 }
 
 /** How many connections `db` holds (1 for a transaction, or a database not made by withDirectRun). */
@@ -103,19 +115,18 @@ export function prepare<R, A extends unknown[]>(
     const parameters = template.slots.map((slot) => (typeof slot === 'number' ? args[slot] : slot.value));
     return { sql: template.sql, parameters };
   };
-  const run = async (db: Db, ...args: A): Promise<R[]> => {
+  const run = (db: Db, ...args: A): Promise<R[]> => {
     const { sql, parameters } = statement(db, ...args);
     const direct = directRuns.get(db);
-    if (direct !== undefined) return (await direct(sql, parameters, options)).rows as R[];
+    if (direct !== undefined) return direct(sql, parameters, options) as Promise<R[]>;
     // A sampled request's handle (tracedDb): the base's driver, beneath the request's span.
     const made = untraced(db);
     const baseDirect = made === undefined ? undefined : directRuns.get(made.base);
     if (made !== undefined && baseDirect !== undefined)
-      return (await baseDirect(sql, parameters, { ...options, parent: made.span })).rows as R[];
+      return baseDirect(sql, parameters, { ...options, parent: made.span }) as Promise<R[]>;
     const compiled = CompiledQuery.raw(sql, parameters);
     adoptQuery(db, compiled.queryId);
-    const result = await db.executeQuery<R>(compiled);
-    return result.rows;
+    return db.executeQuery<R>(compiled).then((result) => result.rows);
   };
   const { warmUp: warmUpArgs } = options;
   if (warmUpArgs !== undefined) warmUps.push((db) => statement(db, ...warmUpArgs));
@@ -138,8 +149,9 @@ export function gatherReads(db: Db): void {
 }
 
 /** `= any(ids)`, the operand of a read of several ids (prepareById's `many`). */
-export function anyOf(ids: readonly number[]): RawBuilder<number> {
-  return sql<number>`any(${ids}::bigint[])`;
+export function anyOf(ids: string): RawBuilder<number> {
+  // One text parameter, as every array the service sends: the driver fetches no array types.
+  return sql<number>`any(string_to_array(${ids}, ',')::bigint[])`;
 }
 
 /** Reads gathered at most into one statement. */
@@ -155,7 +167,7 @@ const GATHERED_IN_FLIGHT = 4;
  */
 export function prepareById<R extends { id: number }>(
   one: Prepared<R, [number]>,
-  many: Prepared<R, [number[]]>,
+  many: Prepared<R, [string]>,
 ): Prepared<R, [number]> {
   const batchers = new WeakMap<object, Batcher<number, R[]>>();
   const batcherOf = (db: Db): Batcher<number, R[]> => {
@@ -163,7 +175,7 @@ export function prepareById<R extends { id: number }>(
     if (batcher === undefined) {
       batcher = new Batcher<number, R[]>(
         async (ids) => {
-          const rows = await many(db, [...new Set(ids)]);
+          const rows = await many(db, [...new Set(ids)].join(','));
           const byId = new Map(rows.map((row) => [row.id, row]));
           return ids.map((id) => {
             const row = byId.get(id);
@@ -213,12 +225,13 @@ export interface PreparedVariants<K extends string, R, A extends unknown[]> {
 export function prepareVariants<K extends string, R, A extends unknown[]>(
   arity: A['length'],
   build: (key: K) => (db: Kysely<Database>, ...args: A) => Compilable<R>,
+  options: RunOptions = {},
 ): PreparedVariants<K, R, A> {
   const variants = new Map<K, Prepared<R, A>>();
   const variant = (key: K) => {
     let prepared = variants.get(key);
     if (prepared === undefined) {
-      prepared = prepare<R, A>(arity, build(key));
+      prepared = prepare<R, A>(arity, build(key), options);
       variants.set(key, prepared);
     }
     return prepared;

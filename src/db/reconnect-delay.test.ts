@@ -1,8 +1,8 @@
-// How long a connection waits before its next attempt after failed ones (create-database.ts).
+// How long a connection waits before its next attempt after failed ones (reconnect-delay.ts).
 // postgres.js's own schedule grows to 20 s: after a failover, a connection slept through the new
 // primary's first seconds with requests queued on it (test/processes/failover.test.ts).
 import { describe, expect, it } from 'vitest';
-import { reconnectDelaySeconds } from './create-database.js';
+import { reconnectDelaySeconds } from './reconnect-delay.js';
 
 describe('the reconnection delay', () => {
   it('starts at tens of milliseconds and never passes one second, however many attempts failed', () => {

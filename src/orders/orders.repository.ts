@@ -22,16 +22,20 @@ export type OrderSort = keyof typeof SORT_COLUMNS;
 const COLUMN_TYPES = { id: 'bigint', created_at: 'timestamptz', total: 'numeric', status: 'text' } as const;
 
 const selectOrder = prepareById(
-  prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id), { warmUp: [0] }),
-  prepare(1, (db, ids: number[]) => db.selectFrom('orders').selectAll().where('id', '=', anyOf(ids)), {
-    warmUp: [[0]],
+  prepare(1, (db, id: number) => db.selectFrom('orders').selectAll().where('id', '=', id), {
+    warmUp: [0],
+    repeatable: true,
+  }),
+  prepare(1, (db, ids: string) => db.selectFrom('orders').selectAll().where('id', '=', anyOf(ids)), {
+    warmUp: ['0'],
+    repeatable: true,
   }),
 );
 const selectCustomerOrder = prepare(
   2,
   (db, id: number, customerId: number) =>
     db.selectFrom('orders').selectAll().where('id', '=', id).where('customer_id', '=', customerId),
-  { warmUp: [0, 0] },
+  { warmUp: [0, 0], repeatable: true },
 );
 
 /** The order, if it exists and the caller may see it. */
@@ -125,51 +129,59 @@ const ORDER_COLUMNS = [
   'updated_at',
 ] as const satisfies readonly (keyof OrdersTable)[];
 
-const selectOrderPage = prepareVariants(7, (key: string) => {
-  const [filters, sort, direction, mode] = key.split(',') as [string, OrderSort, SortDirection, PageMode];
-  // Ties are broken by id in the sort's direction (docs/api-guide.md#orders).
-  const column = SORT_COLUMNS[sort];
-  const order = { column, type: COLUMN_TYPES[column], direction, idDirection: direction };
-  return (
-    db,
-    status: OrderStatus,
-    customerId: number,
-    visibleTo: number,
-    limit: number,
-    offset: number,
-    seekValue: string | undefined,
-    seekId: number | undefined,
-  ) =>
-    compilable<OrderListRow>(
+const selectOrderPage = prepareVariants(
+  7,
+  (key: string) => {
+    const [filters, sort, direction, mode] = key.split(',') as [string, OrderSort, SortDirection, PageMode];
+    // Ties are broken by id in the sort's direction (docs/api-guide.md#orders).
+    const column = SORT_COLUMNS[sort];
+    const order = { column, type: COLUMN_TYPES[column], direction, idDirection: direction };
+    return (
       db,
-      pageQuery({
-        table: 'orders',
-        columns: ORDER_COLUMNS,
-        filters: filterCondition(filters, status, customerId, visibleTo),
-        order,
-        mode,
-        limit,
-        offset,
-        seekValue,
-        seekId,
-      }),
-    );
-});
+      status: OrderStatus,
+      customerId: number,
+      visibleTo: number,
+      limit: number,
+      offset: number,
+      seekValue: string | undefined,
+      seekId: number | undefined,
+    ) =>
+      compilable<OrderListRow>(
+        db,
+        pageQuery({
+          table: 'orders',
+          columns: ORDER_COLUMNS,
+          filters: filterCondition(filters, status, customerId, visibleTo),
+          order,
+          mode,
+          limit,
+          offset,
+          seekValue,
+          seekId,
+        }),
+      );
+  },
+  { repeatable: true },
+);
 
 /**
  * The total under the filters: all orders and each status's come from the counters the
  * triggers keep (migration 0008); one customer's are counted through its index.
  */
-const countOrders = prepareVariants(3, (filters: string) => {
-  if (filters === '--a') return (db) => compilable<{ count: number }>(db, countOf('orders'));
-  if (filters === 's-a')
-    return (db, status: OrderStatus) => compilable<{ count: number }>(db, countOf(sql`'orders:' || ${status}`));
-  return (db, status: OrderStatus, customerId: number, visibleTo: number) =>
-    compilable<{ count: number }>(
-      db,
-      sql`select count(*) as count from orders where ${filterCondition(filters, status, customerId, visibleTo) ?? sql`true`}`,
-    );
-});
+const countOrders = prepareVariants(
+  3,
+  (filters: string) => {
+    if (filters === '--a') return (db) => compilable<{ count: number }>(db, countOf('orders'));
+    if (filters === 's-a')
+      return (db, status: OrderStatus) => compilable<{ count: number }>(db, countOf(sql`'orders:' || ${status}`));
+    return (db, status: OrderStatus, customerId: number, visibleTo: number) =>
+      compilable<{ count: number }>(
+        db,
+        sql`select count(*) as count from orders where ${filterCondition(filters, status, customerId, visibleTo) ?? sql`true`}`,
+      );
+  },
+  { repeatable: true },
+);
 
 /** A page and the total under the same filters (db/keyset.ts pageAndTotal). */
 export async function listOrders(db: Db, p: OrderListParams): Promise<{ rows: OrderListRow[]; total: number }> {

@@ -86,6 +86,8 @@ export interface PlaceOrder {
   /** The customer; the caller when absent. Another customer needs admin. */
   customerId?: number;
   items: readonly { productId: number; quantity: number }[];
+  /** True once the placing request's client has hung up: an order still waiting is not placed. */
+  gone?: () => boolean;
 }
 
 /** Placing an order for another customer than the caller needs admin (docs/api-guide.md#authentication-and-scopes). */
@@ -114,7 +116,7 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
 
   // One statement, atomic on its own; inside a request's transaction (an Idempotency-Key) it
   // joins that one, and its deliveries go to the dispatcher when that commits.
-  const placed = await placement.attemptPlacement(db, { customerId, lines });
+  const placed = await placement.attemptPlacement(db, { customerId, lines, gone: input.gone });
   if (!placed.customerFound) throw new BusinessRuleViolation(`Customer ${customerId} does not exist.`, { customerId });
   if (placed.order === undefined) {
     // The first line, in product order, that could not be reserved.

@@ -26,7 +26,10 @@ const ordersV1: FastifyPluginAsyncTypebox = async (app) => {
     },
     handler: async (request, reply) => {
       const { productId, quantity } = request.body;
-      const order = await orders.placeOrder(request.db, request.principal, { items: [{ productId, quantity }] });
+      const order = await orders.placeOrder(request.db, request.principal, {
+        items: [{ productId, quantity }],
+        gone: () => request.raw.socket.destroyed,
+      });
       return reply
         .code(201)
         .header('location', createdLocation(request, order.id))

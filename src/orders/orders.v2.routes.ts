@@ -30,6 +30,7 @@ const ordersV2: FastifyPluginAsyncTypebox = async (app) => {
       const order = await orders.placeOrder(request.db, request.principal, {
         customerId,
         items: items.map(({ productId, quantity }) => ({ productId, quantity })),
+        gone: () => request.raw.socket.destroyed,
       });
       return reply
         .code(201)

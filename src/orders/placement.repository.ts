@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { Batcher } from '../db/batcher.js';
 import { isRowError } from '../db/pg-errors.js';
-import { compilable, connectionCount, prepare } from '../db/prepared.js';
+import { compilable, connectionCount, prepare, queueTimeoutOf } from '../db/prepared.js';
+import { Overloaded } from '../errors.js';
 import type { Db } from '../db/database.js';
 import {
   deliveriesOfStatement,
@@ -188,6 +189,8 @@ const placeStatement = prepare(
 export interface OrderToPlace {
   customerId: number;
   lines: readonly OrderLine[];
+  /** True once the placing request's client has hung up: an order still waiting is not placed. */
+  gone?: (() => boolean) | undefined;
 }
 
 export interface OrderLine {
@@ -233,11 +236,18 @@ export function attemptPlacement(db: Db, toPlace: OrderToPlace): Promise<Placeme
         const parent = orders.find((o) => o.span !== undefined)?.span;
         return placeOrders(parent === undefined ? base : tracedDb(base, parent), orders);
       },
-      { maxSize: MAX_ORDERS_PER_STATEMENT, maxInFlight: connectionCount(base) },
+      {
+        maxSize: MAX_ORDERS_PER_STATEMENT,
+        maxInFlight: connectionCount(base),
+        // docs/operations.md#overload: an order that waited longer than DATABASE_QUEUE_TIMEOUT_MS
+        // for its batch (a hot product's row, every connection busy) is not placed: 503.
+        maxWaitMs: queueTimeoutOf(base),
+        expired: () => new Overloaded('queue'),
+      },
     );
     batchers.set(base, batcher);
   }
-  return batcher.call(order);
+  return batcher.call(order, toPlace.gone);
 }
 
 const NO_DELIVERIES: NewDeliveries = writtenDeliveries(null);

@@ -15,9 +15,13 @@ function translate(error: unknown): never {
 }
 
 const selectProductById = prepareById(
-  prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id), { warmUp: [0] }),
-  prepare(1, (db, ids: number[]) => db.selectFrom('products').selectAll().where('id', '=', anyOf(ids)), {
-    warmUp: [[0]],
+  prepare(1, (db, id: number) => db.selectFrom('products').selectAll().where('id', '=', id), {
+    warmUp: [0],
+    repeatable: true,
+  }),
+  prepare(1, (db, ids: string) => db.selectFrom('products').selectAll().where('id', '=', anyOf(ids)), {
+    warmUp: ['0'],
+    repeatable: true,
   }),
 );
 

@@ -12,7 +12,7 @@ export async function insertStock(db: Db, productId: number): Promise<void> {
 const selectStock = prepare(
   1,
   (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId),
-  { warmUp: [0] },
+  { warmUp: [0], repeatable: true },
 );
 
 export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {

@@ -45,9 +45,11 @@ function translate(error: unknown): never {
 const selectUserById = prepareById(
   prepare(1, (db, id: number) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', id), {
     warmUp: [0],
+    repeatable: true,
   }),
-  prepare(1, (db, ids: number[]) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', anyOf(ids)), {
-    warmUp: [[0]],
+  prepare(1, (db, ids: string) => db.selectFrom('users').select(PUBLIC_COLUMNS).where('id', '=', anyOf(ids)), {
+    warmUp: ['0'],
+    repeatable: true,
   }),
 );
 
@@ -56,9 +58,13 @@ export async function findUserById(db: Db, id: number): Promise<PublicUserRow | 
 }
 
 const selectUserV1ById = prepareById(
-  prepare(1, (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id), { warmUp: [0] }),
-  prepare(1, (db, ids: number[]) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', anyOf(ids)), {
-    warmUp: [[0]],
+  prepare(1, (db, id: number) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', id), {
+    warmUp: [0],
+    repeatable: true,
+  }),
+  prepare(1, (db, ids: string) => db.selectFrom('users').select(V1_COLUMNS).where('id', '=', anyOf(ids)), {
+    warmUp: ['0'],
+    repeatable: true,
   }),
 );
 
@@ -140,29 +146,36 @@ function pageArgs(db: Db, p: UserListParams, mode: PageMode, limit: number, offs
   return [`${p.sort},${p.direction},${mode}`, db, limit, offset, p.seek?.value, p.seek?.id] as const;
 }
 
-const selectUserPage = prepareVariants(4, (key: `${UserSort},${SortDirection},${PageMode}`) => {
-  const [sort, direction, mode] = key.split(',') as [UserSort, SortDirection, PageMode];
-  // Ties are broken by id ascending in both directions (docs/api-guide.md#users).
-  const column = SORT_COLUMNS[sort];
-  const order = { column, type: COLUMN_TYPES[column], direction, idDirection: 'asc' } as const;
-  return (db, limit: number, offset: number, seekValue: string | undefined, seekId: number | undefined) =>
-    compilable<UserListRow>(
-      db,
-      pageQuery({
-        table: 'users',
-        columns: PUBLIC_COLUMNS,
-        filters: undefined,
-        order,
-        mode,
-        limit,
-        offset,
-        seekValue,
-        seekId,
-      }),
-    );
-});
+const selectUserPage = prepareVariants(
+  4,
+  (key: `${UserSort},${SortDirection},${PageMode}`) => {
+    const [sort, direction, mode] = key.split(',') as [UserSort, SortDirection, PageMode];
+    // Ties are broken by id ascending in both directions (docs/api-guide.md#users).
+    const column = SORT_COLUMNS[sort];
+    const order = { column, type: COLUMN_TYPES[column], direction, idDirection: 'asc' } as const;
+    return (db, limit: number, offset: number, seekValue: string | undefined, seekId: number | undefined) =>
+      compilable<UserListRow>(
+        db,
+        pageQuery({
+          table: 'users',
+          columns: PUBLIC_COLUMNS,
+          filters: undefined,
+          order,
+          mode,
+          limit,
+          offset,
+          seekValue,
+          seekId,
+        }),
+      );
+  },
+  { repeatable: true },
+);
 
-const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')), { warmUp: [] });
+const countUsers = prepare(0, (db) => compilable<{ count: number }>(db, countOf('users')), {
+  warmUp: [],
+  repeatable: true,
+});
 
 /**
  * A new reset for the user, ending every earlier one (only the newest link works). Returns

@@ -14,6 +14,7 @@ import type {
   InvalidField,
   InvalidIdempotencyKey,
   InvalidOrderState,
+  Overloaded,
   OrderAlreadyCancelled,
   PreconditionFailed,
   RequestTimedOut,
@@ -54,6 +55,7 @@ type ErrorOf = {
   BUSINESS_RULE_VIOLATION: BusinessRuleViolation;
   DATABASE_UNAVAILABLE: DatabaseUnavailable;
   REQUEST_TIMED_OUT: RequestTimedOut;
+  OVERLOADED: Overloaded;
   FORBIDDEN: Forbidden;
   UNAUTHENTICATED: Unauthenticated;
   PRECONDITION_FAILED: PreconditionFailed;
@@ -63,6 +65,14 @@ type ErrorOf = {
   IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReused;
   INVALID_FIELD: InvalidField;
 };
+
+/** What an overloaded instance says (the admission's prebuilt refusal says the same). */
+export const OVERLOADED_DETAIL = 'The service is overloaded and did not start this request. Retry later.';
+
+/** Seconds before a retry after a refusal for overload: 1 to 5, so that clients do not retry in step. */
+export function overloadRetryAfter(): number {
+  return 1 + Math.floor(Math.random() * 5);
+}
 
 const retryLater = () => ({ 'retry-after': String(RETRY_AFTER_SECONDS) });
 const conflictingField = (e: Conflict) =>
@@ -129,6 +139,14 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
     type: 503,
     detail: () => 'The service cannot reach its database. Retry later.',
     headers: retryLater,
+  },
+  OVERLOADED: {
+    type: 'overloaded',
+    detail: (e) =>
+      e.reason === 'busy'
+        ? 'The instance has requests in flight for longer than it can answer in time. Retry later.'
+        : OVERLOADED_DETAIL,
+    headers: () => ({ 'retry-after': String(overloadRetryAfter()) }),
   },
   REQUEST_TIMED_OUT: {
     type: 503,

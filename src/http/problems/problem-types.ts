@@ -29,6 +29,12 @@ export const PROBLEM_TYPES = {
     description:
       'The request conflicts with the current state, such as a duplicate unique value; conflictingField names it.',
   },
+  overloaded: {
+    status: 503,
+    title: 'Service Unavailable',
+    description:
+      'The instance has more requests than it can answer in time and refused this one before starting it. Retry after the number of seconds in Retry-After.',
+  },
   'internal-error': {
     status: 500,
     title: 'Internal Server Error',

@@ -1,0 +1,277 @@
+// npm run bench -- --overload: what one instance does when offered more than it can serve
+// (docs/operations.md#overload). For each request mix, its capacity C is measured with a closed
+// loop (wrk, 64 connections), then an open loop (bench/lib/open-loop.ts: requests on a schedule,
+// 1,000 connections, a 2-s client time-out) offers 1×, 2× and 3× C, then 0.5× C right after the
+// 3× phase, with a liveness probe every 100 ms from a process of its own. Goodput is the answers
+// 2xx within 500 ms, as a share of C. Beside them: 1× and 2× C with OVERLOAD_PROTECTION=false
+// (the same build, queueing everything), the generator's own floor against a bare node:http
+// server answering 503, and the service's CPU per refusal.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import {
+  DB_URL,
+  LOAD_CORE,
+  POOL,
+  ROOT,
+  TICK_US,
+  TOKEN,
+  USERS,
+  cpuTicks,
+  f0,
+  f2,
+  pin,
+  script,
+  seed,
+  service,
+  stopServer,
+  table,
+  vacuumAnalyze,
+  wrk,
+  type Server,
+} from '../lib/common.js';
+import { openLoop, percentile, type OpenLoopResult, type Planned } from '../lib/open-loop.js';
+
+const SECONDS = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 15);
+/** The bench's token (set by setUp, after this module loads). */
+const authorization = () => ({ authorization: `Bearer ${TOKEN}` });
+
+interface Mix {
+  name: string;
+  lua: string;
+  plan: (i: number) => Planned;
+}
+
+const mixes = (): Mix[] => [
+  {
+    name: 'GET /api/v1/users?page=…&size=20',
+    lua: script(
+      'overload-list',
+      `local n = 0
+request = function()
+  n = n + 1
+  return wrk.format('GET', '/api/v1/users?page=' .. (n % ${USERS / 20} + 1) .. '&size=20')
+end`,
+    ),
+    plan: (i) => ({ method: 'GET', path: `/api/v1/users?page=${(i % (USERS / 20)) + 1}&size=20` }),
+  },
+  {
+    name: 'POST /api/v1/orders (one product)',
+    lua: script(
+      'overload-orders',
+      `request = function()
+  local headers = {}
+  for k, v in pairs(wrk.headers) do headers[k] = v end
+  headers['Content-Type'] = 'application/json'
+  return wrk.format('POST', '/api/v1/orders', headers, '{"productId":1,"quantity":1}')
+end`,
+    ),
+    plan: () => ({ method: 'POST', path: '/api/v1/orders', body: '{"productId":1,"quantity":1}' }),
+  },
+];
+
+/** A liveness probe in its own process, on the load core. */
+function startProbe(port: number): { stop: () => Promise<{ latencies: number[]; failures: number }> } {
+  const [command, ...rest] = pin(LOAD_CORE, [process.execPath, join(ROOT, 'bench/lib/probe.mjs'), String(port)]);
+  const child: ChildProcess = spawn(command, rest, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('message', (m) => resolve(m as { latencies: number[]; failures: number }));
+        child.send('stop');
+      }),
+  };
+}
+
+interface Phase {
+  label: string;
+  result: OpenLoopResult;
+  probe: { latencies: number[]; failures: number };
+  serverUs: number;
+}
+
+async function phase(
+  server: Server,
+  label: string,
+  rate: number,
+  plan: Mix['plan'],
+  seconds = SECONDS,
+): Promise<Phase> {
+  const probe = startProbe(server.port);
+  const before = cpuTicks(server.pid);
+  const result = await openLoop({ port: server.port, rate, seconds, plan, headers: authorization() });
+  const serverUs = (cpuTicks(server.pid) - before) * TICK_US;
+  return { label, result, probe: await probe.stop(), serverUs };
+}
+
+function row(mix: string, c: number, p: Phase): string[] {
+  const r = p.result;
+  const statuses = [...r.statuses]
+    .sort(([a], [b]) => a - b)
+    .map(([s, n]) => `${s}:${f0(n)}`)
+    .join(' ');
+  return [
+    mix,
+    p.label,
+    f0(r.offered / r.seconds),
+    f2(r.good / r.seconds / c),
+    statuses,
+    f0(r.timeouts + r.errors),
+    f0(percentile(r.admitted, 99)),
+    f0(percentile(r.refused, 99)),
+    `${f0(percentile(p.probe.latencies, 99))} / ${p.probe.failures}`,
+  ];
+}
+
+/** Adds a row to the table and prints it as it comes. */
+function report(rows: string[][], line: string[]): void {
+  rows.push(line);
+  console.log(line.join('  '));
+}
+
+/** The refused requests of the seconds from `from` on (after the load fell). */
+function refusedFrom(p: Phase, from: number): number {
+  return p.result.perSecond.slice(from).reduce((n, s) => n + s.refused, 0);
+}
+
+/** A bare node:http server answering 503 at once: the generator's own floor. */
+async function bareFloor(rate: number): Promise<number> {
+  const body = '{"status":503}';
+  const server = createServer((_req, res) => {
+    res.writeHead(503, { 'content-type': 'application/json', 'content-length': body.length, 'retry-after': '1' });
+    res.end(body);
+  });
+  // In this process (the load core): it measures the generator, not a server core.
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  const result = await openLoop({
+    port,
+    rate,
+    seconds: 5,
+    plan: () => ({ method: 'GET', path: '/' }),
+    headers: authorization(),
+  });
+  server.close();
+  return percentile(result.refused, 99);
+}
+
+/** The service's CPU per refusal: every request refused (a limit of one, held by a request whose body never comes). */
+async function refusalCost(env: Record<string, string>, rate: number): Promise<number> {
+  const server = await service('service-overload-refusals', 18097, {
+    ...env,
+    CONCURRENCY_LIMIT_MIN: '1',
+    CONCURRENCY_LIMIT_MAX: '1',
+  });
+  const held = connect(server.port, '127.0.0.1');
+  await new Promise((resolve) => held.once('connect', resolve));
+  held.write(
+    `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n`,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const before = cpuTicks(server.pid);
+  const result = await openLoop({
+    port: server.port,
+    rate,
+    seconds: 5,
+    plan: (i) => ({ method: 'GET', path: `/api/v1/users/${(i % USERS) + 1}` }),
+    headers: authorization(),
+  });
+  const us = ((cpuTicks(server.pid) - before) * TICK_US) / Math.max(1, result.refused.length);
+  held.destroy();
+  await stopServer(server);
+  return us;
+}
+
+export async function overload(): Promise<void> {
+  const env = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  const seeder = await service('service-overload-seed', 18090, env);
+  console.log(`seeding ${USERS} users and the products…`);
+  await seed(seeder.port);
+  await stopServer(seeder);
+
+  const rows = [
+    [
+      'mix',
+      'phase',
+      'offered/s',
+      'goodput/C',
+      'statuses',
+      'time-outs',
+      'p99 admitted ms',
+      'p99 503 ms',
+      'probe p99 ms / failed',
+    ],
+  ];
+  const verdicts: string[] = [];
+  for (const mix of mixes()) {
+    // C, and the same build queueing everything (OVERLOAD_PROTECTION=false) for comparison: a
+    // closed loop is measured without the limit, which would refuse what a crowd of 64 queues.
+    await vacuumAnalyze();
+    const off = await service('service-overload-off', 18093, { ...env, OVERLOAD_PROTECTION: 'false' });
+    await wrk(off, mix.lua, 5); // warm-up
+    const closed = await wrk(off, mix.lua, 10);
+    const c = closed.rps;
+    console.log(
+      `${mix.name}: C = ${f0(c)} req/s (closed loop, 64 connections; ${f0(closed.serverUs)} µs of CPU a request)`,
+    );
+    const offPhases: Phase[] = [];
+    for (const load of [1, 2]) {
+      const p = await phase(off, `${load}× C, protection off`, load * c, mix.plan);
+      offPhases.push(p);
+      report(rows, row(mix.name, c, p));
+    }
+    await stopServer(off);
+
+    await vacuumAnalyze();
+    const server = await service('service-overload', 18091, env);
+    await wrk(server, mix.lua, 2); // warm-up (a closed loop the limit does not refuse at this length)
+    const phases: Phase[] = [];
+    for (const load of [1, 2, 3]) {
+      const p = await phase(server, `${load}× C`, load * c, mix.plan);
+      phases.push(p);
+      report(rows, row(mix.name, c, p));
+    }
+    // Right after the 3× phase, the load falls to half of C.
+    const after = await phase(server, '0.5× C after 3×', 0.5 * c, mix.plan, 10);
+    report(rows, row(mix.name, c, after));
+    await stopServer(server);
+
+    const [one, two, three] = phases as [Phase, Phase, Phase];
+    const goodput = (p: Phase) => p.result.good / p.result.seconds / c;
+    const timeouts = phases.reduce((n, p) => n + p.result.timeouts + p.result.errors, 0);
+    const admittedP99 = Math.max(...phases.map((p) => percentile(p.result.admitted, 99)));
+    const refusedP99 = Math.max(...phases.map((p) => percentile(p.result.refused, 99) || 0));
+    const probeFailures = [...phases, after].reduce((n, p) => n + p.probe.failures, 0);
+    const probeP99 = Math.max(...[...phases, after].map((p) => percentile(p.probe.latencies, 99)));
+    const check = (ok: boolean, what: string) => verdicts.push(`${mix.name}: ${what}: ${ok ? 'met' : 'NOT met'}`);
+    check(goodput(two) >= 0.9, `goodput at 2× C ${f2(goodput(two))} (≥ 0.9)`);
+    check(goodput(three) >= 0.8, `goodput at 3× C ${f2(goodput(three))} (≥ 0.8)`);
+    check(admittedP99 <= 250, `p99 of admitted requests ${f0(admittedP99)} ms (≤ 250)`);
+    check(timeouts === 0, `client time-outs ${timeouts} (0)`);
+    check(refusedP99 <= 50, `p99 of 503s ${f0(refusedP99)} ms (≤ 50)`);
+    check(
+      probeFailures === 0 && probeP99 <= 50,
+      `probe p99 ${f0(probeP99)} ms, ${probeFailures} failed (≤ 50 ms, none)`,
+    );
+    check(refusedFrom(after, 5) === 0, `503s from 5 s after the load fell: ${refusedFrom(after, 5)} (0)`);
+    const [offOne] = offPhases as [Phase];
+    check(
+      goodput(one) >= goodput(offOne) - 0.05,
+      `1× C: goodput ${f2(goodput(one))} against ${f2(goodput(offOne))} with protection off, p99 ${f0(percentile(one.result.admitted, 99))} against ${f0(percentile(offOne.result.admitted, 99))} ms`,
+    );
+  }
+
+  const floor = await bareFloor(3000);
+  const perRefusal = await refusalCost(env, 3000);
+  console.log(`
+open loop: 1,000 connections, 2-s client time-out, goodput = 2xx within 500 ms; ${SECONDS} s a phase; pool ${POOL}
+
+${table(rows)}
+
+the generator's own floor (bare node:http answering 503 at 3,000/s): p99 ${f2(floor)} ms
+the service's CPU per refusal (every request refused, 3,000/s): ${f0(perRefusal)} µs (< 30)
+`);
+  verdicts.push(`CPU per refusal ${f0(perRefusal)} µs (< 30): ${perRefusal < 30 ? 'met' : 'NOT met'}`);
+  for (const v of verdicts) console.log(v);
+}

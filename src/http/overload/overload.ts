@@ -1,0 +1,123 @@
+// The Fastify side of overload protection (docs/operations.md#overload): the metrics of the
+// adaptive limit, the count of requests shed and one warning while shedding lasts, the
+// event-loop backstop (@fastify/under-pressure), and what readiness learns from the requests in
+// flight. Admission itself happens before Fastify (admission.ts).
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import underPressure from '@fastify/under-pressure';
+import { Counter, Gauge } from 'prom-client';
+import { Overloaded } from '../../errors.js';
+import { isExempt, type Admission, type ShedReason } from './admission.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Admission to the instance: the adaptive limit and the requests in flight. */
+    admission: Admission;
+  }
+}
+
+/** A request in flight this long means the instance cannot answer in time: readiness says 503. */
+export const NOT_READY_AFTER_MS = 2000;
+/** How often the event loop's delay is sampled (the backstop). */
+const SAMPLE_MS = 1000;
+/** At most one warning this often while requests are shed. */
+const WARN_EVERY_MS = 10_000;
+
+/** The shed requests' counts and warning, told by admission (before Fastify) and by this plugin. */
+export class ShedLog {
+  readonly counts: Record<ShedReason, number> = { limit: 0, queue: 0, event_loop: 0 };
+  #warnedAt = Number.NEGATIVE_INFINITY;
+  #sinceWarning = 0;
+  log: { warn(fields: object, message: string): void; debug(message: string): void } | undefined;
+  limit: () => number = () => 0;
+
+  readonly shed = (reason: ShedReason): void => {
+    this.counts[reason]++;
+    this.#sinceWarning++;
+    const log = this.log;
+    if (log === undefined) return;
+    log.debug(`request shed: ${reason}`); // a no-op unless LOG_LEVEL is debug
+    const now = performance.now();
+    if (now - this.#warnedAt < WARN_EVERY_MS) return;
+    log.warn(
+      { shed: this.#sinceWarning, reason, limit: this.limit() },
+      'overloaded: refusing requests with 503 (this warning repeats at most every 10 s while it lasts)',
+    );
+    this.#warnedAt = now;
+    this.#sinceWarning = 0;
+  };
+}
+
+async function overload(
+  app: FastifyInstance,
+  { admission, shedLog, eventLoopDelayMs }: { admission: Admission; shedLog: ShedLog; eventLoopDelayMs: number },
+) {
+  app.decorate('admission', admission);
+  shedLog.log = app.log;
+  shedLog.limit = () => admission.limiter.limit;
+
+  new Gauge({
+    name: 'http_concurrency_limit',
+    help: 'The adaptive limit on requests in flight',
+    registers: [app.metrics],
+    collect() {
+      this.set(admission.limiter.limit);
+    },
+  });
+  new Gauge({
+    name: 'http_requests_in_flight',
+    help: 'Requests admitted and not yet answered (health probes and event streams apart)',
+    registers: [app.metrics],
+    collect() {
+      this.set(admission.inflight);
+    },
+  });
+  const counted: Record<ShedReason, number> = { limit: 0, queue: 0, event_loop: 0 };
+  new Counter({
+    name: 'http_requests_shed_total',
+    help: 'Requests refused with 503 for overload, by reason (limit, queue, event_loop)',
+    labelNames: ['reason'],
+    registers: [app.metrics],
+    collect() {
+      for (const reason of ['limit', 'queue', 'event_loop'] as const) {
+        this.inc({ reason }, shedLog.counts[reason] - counted[reason]);
+        counted[reason] = shedLog.counts[reason];
+      }
+    },
+  });
+
+  // A statement that waited too long for a connection (Overloaded 'queue') is shed too.
+  app.addHook('onError', (_request, _reply, error, done) => {
+    if (error instanceof Overloaded && error.reason === 'queue') shedLog.shed('queue');
+    done();
+  });
+
+  // The backstop is off with protection off or at 0 (the tests' setting: a test process builds
+  // several apps, and building one blocks the loop the others are measured on), and on the
+  // embedded engine, whose database runs on the event loop itself: its delay there is the
+  // database's own work, which the limit already bounds.
+  if (!admission.enabled || eventLoopDelayMs === 0 || app.config.database.kind !== 'postgres') return;
+  // Building the app blocks the loop for seconds, which under-pressure's first samples count:
+  // its verdict is heeded from two samples after the app is ready.
+  let heededFrom = Number.POSITIVE_INFINITY;
+  app.addHook('onReady', (done) => {
+    heededFrom = performance.now() + 2 * SAMPLE_MS;
+    done();
+  });
+  // The backstop: when the event loop itself lags (its mean delay over a second past
+  // EVENT_LOOP_DELAY_LIMIT_MS: turns blocked, not merely busy), new requests are refused the same
+  // way until it recovers.
+  // (Not its utilization: a busy loop near 1.0 is what the adaptive limit is for.)
+  await app.register(underPressure, {
+    maxEventLoopDelay: eventLoopDelayMs,
+    sampleInterval: SAMPLE_MS,
+    pressureHandler: (request, reply) => {
+      if (performance.now() < heededFrom || isExempt(request.raw.method, request.raw.url ?? '/')) return undefined;
+      reply.hijack();
+      admission.refuse(request.raw, reply.raw, 'event_loop');
+      return new Promise<void>(() => {});
+    },
+  });
+}
+
+export default fp(overload, { name: 'overload', dependencies: ['metrics'] });
