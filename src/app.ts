@@ -132,7 +132,7 @@ export async function buildApp({
       sendProblem(reply, plain(400, 'The request URL is not valid.', { instance: safePath(request.url) }));
     },
     clientErrorHandler,
-    // spec 9.2: /api/users/** and /api/orders/** go to the version the headers choose.
+    // /api/users/** and /api/orders/** go to the version the headers choose.
     rewriteUrl: versionRewriter(config.apiVendor),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -179,7 +179,7 @@ export async function buildApp({
 
   // Resources.
   await app.register(publicRoutes, { prefix: '/api/public' });
-  await app.register(productRoutes, { prefix: '/api/products' }); // unversioned (spec 9.5)
+  await app.register(productRoutes, { prefix: '/api/products' }); // unversioned
   await app.register(stockRoutes, { prefix: '/api/stock' });
   await app.register(v1, { prefix: '/api/v1' });
   await app.register(v2, { prefix: '/api/v2' });

@@ -116,7 +116,7 @@ export class Unauthenticated extends DomainError {
   }
 }
 
-/** A cancellation of an order that is already cancelled (spec 3: 409). */
+/** A cancellation of an order that is already cancelled (409). */
 export class OrderAlreadyCancelled extends Conflict {
   override readonly code = 'ORDER_ALREADY_CANCELLED';
   constructor(readonly orderId: number) {

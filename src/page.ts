@@ -1,4 +1,4 @@
-// Paging rules every list shares (spec 4.1 rule 4, 8; docs/api-guide.md#users, docs/api-guide.md#orders): zero-based pages, and a
+// Paging rules every list shares (8; docs/api-guide.md#users, docs/api-guide.md#orders): zero-based pages, and a
 // size above 100 served as 100, not refused.
 
 export const MAX_PAGE_SIZE = 100;
@@ -35,7 +35,7 @@ export function edgesOf(rows: readonly { id: number; sort_key: string }[]): Page
 export type SortDirection = 'asc' | 'desc';
 
 /**
- * `sort=field[,asc|desc]` (spec 4.1 rule 4) → field and direction. The route's schema has
+ * `sort=field[,asc|desc]` → field and direction. The route's schema has
  * already checked the pattern; each list has its own default direction.
  */
 export function parseSort<F extends string>(

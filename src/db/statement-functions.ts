@@ -55,24 +55,43 @@ export async function makeStatementFunction(sql: Sql, text: string): Promise<str
   const parameterTypes = types.map(declared);
   const columnTypes = columns.map((c) => declared(c.type));
   if (parameterTypes.includes(undefined) || columnTypes.includes(undefined)) return undefined;
-  const name = `${FUNCTION_PREFIX}${createHash('sha256')
+  // Made and called in the service's own schema (the first of its search_path), by a qualified
+  // name: never a function of the same name that another schema on the path puts first.
+  const [where] = await sql.unsafe<{ schema: string | null }[]>('select current_schema() as schema');
+  const schema = where?.schema;
+  if (schema == null) return undefined;
+  const bare = `${FUNCTION_PREFIX}${createHash('sha256')
     .update(JSON.stringify([text, parameterTypes, names, columnTypes]))
     .digest('hex')
     .slice(0, 24)}`;
+  const name = `${quoteIdent(schema)}.${bare}`;
+  const body = `\n#variable_conflict use_column\nbegin\nreturn query ${text};\nend\n`;
   const create =
     `create function ${name}(${parameterTypes.join(', ')})` +
     ` returns table(${columns.map((c, i) => `${quoteIdent(c.name)} ${columnTypes[i]}`).join(', ')})` +
-    ` language plpgsql as ${TAG}\n#variable_conflict use_column\nbegin\nreturn query ${text};\nend\n${TAG}`;
+    ` language plpgsql as ${TAG}${body}${TAG}`;
   try {
     await sql.unsafe(create).simple();
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    // Made meanwhile by another instance (42723; 23505 when both created it at once): the same body.
-    if (code === '42723' || code === '23505') return name;
+    // One of that name exists (42723; 23505 when two instances created it at once): called only
+    // if it is the one this instance would make, its body to the byte.
+    if (code === '42723' || code === '23505') return (await sameBody(sql, schema, bare, body)) ? name : undefined;
     if (typeof code === 'string' && !code.startsWith('08') && !code.startsWith('57P')) return undefined;
     throw error;
   }
   return name;
+}
+
+/** Whether every function `schema.name` has exactly `body` in PL/pgSQL. */
+async function sameBody(sql: Sql, schema: string, name: string, body: string): Promise<boolean> {
+  const rows = await sql.unsafe<{ same: boolean }[]>(
+    `select p.prosrc = $3 and l.lanname = 'plpgsql' as same from pg_proc p
+       join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang
+      where n.nspname = $1 and p.proname = $2`,
+    [schema, name, body],
+  );
+  return rows.length > 0 && rows.every((r) => r.same);
 }
 
 /** The text that runs statement function `name` with `parameters`, as one simple query. */

@@ -1,5 +1,5 @@
-// Bearer-token authentication and scope checks (spec 5, docs/api-guide.md#authentication-and-scopes). Every path outside
-// /api/public/** needs a valid JWT, known route or not; OPTIONS never does (spec 4.4 rule 3).
+// Bearer-token authentication and scope checks (docs/api-guide.md#authentication-and-scopes). Every path outside
+// /api/public/** needs a valid JWT, known route or not; OPTIONS never does.
 // Each route states the scope it needs in its config; a route without one fails start-up.
 import { createPublicKey } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

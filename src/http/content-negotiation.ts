@@ -42,7 +42,7 @@ function withoutParameters(accept: string): string {
 async function contentNegotiation(app: FastifyInstance): Promise<void> {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  // JSON, JSON merge patch, and the vendor types of spec 9.2 (application/vnd.<vendor>.v<N>+json).
+  // JSON, JSON merge patch, and the vendor media types (application/vnd.<vendor>.v<N>+json).
   const vendorJson = new RegExp(`^application/vnd\\.${app.config.apiVendor.replace(/[.]/g, '\\.')}\\.v\\d+\\+json$`);
   const parse: Parameters<typeof app.addContentTypeParser<string>>[2] = (request, body, done) => {
     keepBodyForFingerprint(request, body);

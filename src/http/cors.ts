@@ -1,4 +1,4 @@
-// The cross-origin policy of spec 4.4 and docs/api-guide.md#cross-origin-requests-cors. Written here rather than through
+// The cross-origin policy of docs/api-guide.md#cross-origin-requests-cors. Written here rather than through
 // @fastify/cors, which applies no per-path policy to preflights, answers a refused preflight
 // with Access-Control-Allow-* headers, and does not check the requested method and headers.
 //
@@ -153,7 +153,7 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
     const requestedMethod = request.headers['access-control-request-method'];
 
     if (request.method === 'OPTIONS' && requestedMethod !== undefined) {
-      // A preflight: never authenticated (spec 4.4 rule 3); refused ones get no Allow-* header.
+      // A preflight: never authenticated; refused ones get no Allow-* header.
       appendVary(reply, 'Access-Control-Request-Method', 'Access-Control-Request-Headers');
       const requestedHeaders = (request.headers['access-control-request-headers'] ?? '')
         .split(',')

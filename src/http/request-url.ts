@@ -1,4 +1,4 @@
-// Absolute URLs built from the incoming request (spec 4.1 rule 1, docs/api-guide.md#users): scheme, host,
+// Absolute URLs built from the incoming request (docs/api-guide.md#users): scheme, host,
 // port and prefix as the client saw them, from X-Forwarded-* only when TRUST_PROXY is on.
 import type { FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
@@ -88,7 +88,7 @@ export function requestQuery(request: FastifyRequest): string {
   return q === -1 ? '' : url.slice(q + 1);
 }
 
-/** spec 4.1 rule 1: the request URL followed by /{id}. */
+/** The request URL followed by /{id}. */
 export function createdLocation(request: FastifyRequest, id: number | string): string {
   return `${requestOrigin(request)}${requestPath(request).replace(/\/+$/, '')}/${id}`;
 }

@@ -1,5 +1,5 @@
 // What every route of a resource plugin shares: its problem form, the media types it answers
-// with (application/json, and for a versioned resource its vendor type, spec 9.2), and (for
+// with (application/json, and for a versioned resource its vendor type), and (for
 // personal data, docs/api-guide.md#errors) Cache-Control: no-store. One call per plugin.
 import type { FastifyInstance } from 'fastify';
 import type { ProblemForm } from './problems/to-problem.js';

@@ -34,7 +34,7 @@ export const PAGE_SIZE_MAX = 100;
 export const IdParamSchema = Type.Object({ id: Id() });
 export type IdParam = Static<typeof IdParamSchema>;
 
-/** spec 2.4: the page envelope every paging list returns. */
+/** The page envelope every paging list returns. */
 export const Page = <T extends TSchema>(element: T, title: string) =>
   Type.Object(
     {
@@ -58,7 +58,7 @@ const MESSAGE_MAX = 1_000;
 /** The most field errors a problem lists (a body can break more rules; the first are listed). */
 export const ERRORS_MAX = 1_000;
 
-/** spec 7.1: every error response. Extension members vary by case and are listed per form. */
+/** Every error response. Extension members vary by case and are listed per form. */
 export const ProblemSchema = Type.Object(
   {
     type: Text(2048, { description: 'about:blank, or {error_type_base}/<slug> for typed errors' }),
@@ -113,7 +113,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   503: 'Service Unavailable: the database is unreachable or the request ran out of time; retry after Retry-After',
 };
 
-/** OpenAPI entries for the problems a route can answer with (spec 7). */
+/** OpenAPI entries for the problems a route can answer with. */
 export function problemResponses(...statuses: number[]) {
   const out: Record<
     number,
@@ -134,7 +134,7 @@ export function problemResponses(...statuses: number[]) {
 export const Nullable = <T extends TSchema>(schema: T) =>
   Type.Unsafe<Static<T> | null>({ ...schema, type: [(schema as unknown as { type: string }).type, 'null'] });
 
-/** spec 2.1: exactly five digits, with the spec's own message. */
+/** Exactly five digits, with the spec's own message. */
 export const PostalCode = () =>
   Type.String({
     pattern: '^[0-9]{5}$',

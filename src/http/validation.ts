@@ -1,7 +1,7 @@
 // Request validation with ajv, compiled once per route at start-up. Bodies are validated
 // strictly (a number is never a string: docs/api-guide.md#users), while path and query values, which
 // arrive as text, are coerced. allErrors is on so that every violated constraint is listed
-// (spec 7.3); bodies are capped at 1 MiB and arrays carry maxItems, which bounds its cost.
+//; bodies are capped at 1 MiB and arrays carry maxItems, which bounds its cost.
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';

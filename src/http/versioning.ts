@@ -1,4 +1,4 @@
-// API versions (spec 9, docs/api-guide.md#versions). The version is the path's second segment; the same
+// API versions (docs/api-guide.md#versions). The version is the path's second segment; the same
 // resources without it (/api/users/**, /api/orders/**) take it from X-API-Version or from
 // Accept: application/vnd.<vendor>.v<N>+json, v1 when neither is sent.
 //

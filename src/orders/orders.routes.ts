@@ -1,4 +1,4 @@
-// The order routes v1 and v2 share (spec 4.2, docs/api-guide.md#orders): everything but creation, whose
+// The order routes v1 and v2 share (docs/api-guide.md#orders): everything but creation, whose
 // request differs by version. Each version's plugin sets its own problem form around them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ifMatchOf, versioned } from '../http/etag.js';

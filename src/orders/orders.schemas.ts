@@ -109,7 +109,7 @@ export type OrderListQuery = Static<typeof OrderListQuerySchema>;
 export const OrderPageSchema = Page(OrderSummarySchema, 'OrderPage');
 export const OrderItemsSchema = Type.Array(OrderItemSchema, { maxItems: ITEMS_MAX });
 
-// v2 (spec 2.2 second create variant, docs/api-guide.md#versions): a customer and a list of items.
+// v2 (docs/api-guide.md#versions): a customer and a list of items.
 export const CreateOrderV2Schema = Type.Object(
   {
     customerId: Id('The customer; another customer than the caller needs the admin scope'),

@@ -1,4 +1,4 @@
-// Orders (spec 4.2, docs/api-guide.md#orders): placing reserves stock in the same transaction as the insert;
+// Orders (docs/api-guide.md#orders): placing reserves stock in the same transaction as the insert;
 // every action runs through the state machine on a locked row, and moves stock as it says.
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';

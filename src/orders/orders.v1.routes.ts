@@ -1,4 +1,4 @@
-// /api/v1/orders (spec 4.2, docs/api-guide.md#orders): placing an order of one product for the caller, and
+// /api/v1/orders (docs/api-guide.md#orders): placing an order of one product for the caller, and
 // the shared order routes. Errors in the v1 orders form: validation as "<field>: <message>"
 // strings, 404 "Order not found" with orderId.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -1,5 +1,5 @@
-// /api/products (spec 4.3, docs/api-guide.md#products-and-stock): cacheable reads with ETag from version, management
-// with If-Match. Typed problems. No version segment (spec 9.5).
+// /api/products (docs/api-guide.md#products-and-stock): cacheable reads with ETag from version, management
+// with If-Match. Typed problems. No version segment.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { etagFor, ifMatchVersions, noneMatchHits } from '../http/etag.js';
 import { paged } from '../http/paging/pagination.js';
@@ -12,7 +12,7 @@ import * as products from './products.service.js';
 const tags = ['products'];
 const read = { scope: 'products:read' };
 const write = { scope: 'products:write' };
-/** spec 4.3: a product may be cached for an hour. */
+/** A product may be cached for an hour. */
 const PRODUCT_CACHE_CONTROL = 'max-age=3600';
 
 const productRoutes: FastifyPluginAsyncTypebox = async (app) => {

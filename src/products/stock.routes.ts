@@ -1,4 +1,4 @@
-// /api/stock/{productId} (spec 4.3, docs/api-guide.md#products-and-stock): always revalidated (no-cache).
+// /api/stock/{productId} (docs/api-guide.md#products-and-stock): always revalidated (no-cache).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { routeDefaults } from '../http/route-defaults.js';
 import { problemResponses } from '../http/schemas.js';
@@ -8,7 +8,7 @@ import * as stock from './stock.service.js';
 const tags = ['stock'];
 
 const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  // spec 4.3: stock is always revalidated.
+  // Stock is always revalidated.
   routeDefaults(app, { problemForm: 'typed', cacheControl: 'no-cache' });
 
   app.get('/:productId', {

@@ -1,4 +1,4 @@
-// /api/public/**: no authentication (spec 5 rule 2).
+// /api/public/**: no authentication.
 import type { FastifyPluginAsync } from 'fastify';
 import health from './health.routes.js';
 import asyncapiRoutes from './asyncapi.routes.js';

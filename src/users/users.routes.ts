@@ -1,4 +1,4 @@
-// The user routes (spec 4.1, docs/api-guide.md#users, docs/api-guide.md#versions), once for both versions. A version supplies what
+// The user routes (docs/api-guide.md#users, docs/api-guide.md#versions), once for both versions. A version supplies what
 // differs: its schemas, its problem form, and which members of a body it may set (v1 never
 // touches age or address, even when a client sends them: unknown members are ignored).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -28,13 +28,13 @@ const Password = () => NotBlank({ minLength: 8, maxLength: 72, writeOnly: true }
 
 export const CreateUserV1Schema = Type.Object(
   { name: Name(), email: NotBlankEmail(), password: Password() },
-  { title: 'CreateUserRequest', description: 'Unknown members are ignored (spec 9.3).' },
+  { title: 'CreateUserRequest', description: 'Unknown members are ignored.' },
 );
 export type CreateUserV1 = Static<typeof CreateUserV1Schema>;
 
 export const UpdateUserV1Schema = Type.Object(
   { name: Name(), email: NotBlankEmail() },
-  { title: 'UpdateUserRequest', description: 'Full replace: every field is required (spec 4.1 rule 2).' },
+  { title: 'UpdateUserRequest', description: 'Full replace: every field is required.' },
 );
 export type UpdateUserV1 = Static<typeof UpdateUserV1Schema>;
 
@@ -80,7 +80,7 @@ export type UserListQuery = Static<typeof UserListQuerySchema>;
 
 export const UserPageV1Schema = Page(UserV1Schema, 'UserPage');
 
-// v2 (spec 2.1 extended create, docs/api-guide.md#versions): age and address, validated recursively.
+// v2 (docs/api-guide.md#versions): age and address, validated recursively.
 const Age = () => Type.Integer({ minimum: 18, maximum: 120 });
 const AddressRequestSchema = Type.Object(
   { street: NotBlank({ maxLength: STREET_MAX }), postalCode: PostalCode() },
@@ -106,7 +106,7 @@ export const UserV2Schema = Type.Object(
 
 export const CreateUserV2Schema = Type.Object(
   { name: Name(), email: NotBlankEmail(), password: Password(), age: Age(), address: AddressRequestSchema },
-  { title: 'CreateUserRequestV2', description: 'Unknown members are ignored (spec 9.3).' },
+  { title: 'CreateUserRequestV2', description: 'Unknown members are ignored.' },
 );
 export type CreateUserV2 = Static<typeof CreateUserV2Schema>;
 

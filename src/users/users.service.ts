@@ -1,4 +1,4 @@
-// The users use cases (spec 4.1, docs/api-guide.md#users). No HTTP, no SQL: rules, hashing and mapping.
+// The users use cases (docs/api-guide.md#users). No HTTP, no SQL: rules, hashing and mapping.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { canReachUser, type Principal } from '../auth/principal.js';
 import type { Db } from '../db/database.js';
@@ -98,7 +98,7 @@ export interface UserListRequest {
   sort: string;
 }
 
-/** spec 4.1 rule 4 and docs/api-guide.md#users: size above 100 is served as 100; ties broken by id. */
+/** docs/api-guide.md#users: size above 100 is served as 100; ties broken by id. */
 export async function listUsers(db: Db, caller: Principal, q: UserListRequest, seek?: Seek): Promise<PageOf<User>> {
   assertAdmin(caller, 'Listing users');
   const { size, offset } = pageWindow(q.page, q.size);
@@ -138,7 +138,7 @@ export async function createUser(db: Db, caller: Principal, input: NewUser): Pro
 }
 
 /**
- * spec 4.1 rule 2 (PUT replaces every field of the version's shape, which its schema makes
+ * A full replace (PUT replaces every field of the version's shape, which its schema makes
  * required) and docs/api-guide.md#users (PATCH changes only the fields sent; other members are ignored).
  */
 export async function updateUser(
@@ -170,7 +170,7 @@ export async function updateUser(
 }
 
 /**
- * spec 4.1 rule 3: deleting is idempotent. The user's orders stay (docs/api-guide.md#users). Another user's
+ * Deleting is idempotent. The user's orders stay (docs/api-guide.md#users). Another user's
  * id, without admin, is a user that does not exist for this caller: nothing happens, 204.
  */
 export async function deleteUser(db: Db, caller: Principal, id: number, ifMatch?: IfMatch): Promise<void> {
@@ -196,6 +196,9 @@ export async function changePassword(db: Db, caller: Principal, id: number, inpu
   await transact(db, async (trx) => {
     const updated = await repo.updateUser(trx, id, { password_hash: passwordHash });
     if (updated === undefined) throw new EntityNotFound('User', id);
+    // A changed password ends every reset link mailed before it (OWASP's forgot-password
+    // guidance): one that leaked with the old password must not outlive it.
+    await repo.deletePasswordResets(trx, id);
     await recordEvent(trx, { type: 'user.password_changed', subject: `users/${id}`, data: idOnly(id), owner: id });
   });
 }

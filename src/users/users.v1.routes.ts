@@ -1,4 +1,4 @@
-// /api/v1/users (spec 4.1): id, name, email, createdAt; problems in the v1 users form.
+// /api/v1/users: id, name, email, createdAt; problems in the v1 users form.
 import {
   CreateUserV1Schema,
   PatchUserV1Schema,

@@ -116,7 +116,7 @@ export async function updateSubscription(
   return toSubscription(row);
 }
 
-/** Idempotent (DELETE, spec 4.1 rule 3): a missing one is a no-op. */
+/** Idempotent (DELETE): a missing one is a no-op. */
 export async function deleteSubscription(db: Db, caller: Principal, id: number): Promise<void> {
   assertAdmin(caller);
   await repo.deleteSubscription(db, id);

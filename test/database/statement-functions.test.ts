@@ -221,4 +221,54 @@ describe.skipIf(engine !== 'postgres')('the pool’s statement functions', () =>
     const rows = await pool.query(text, [7]);
     expect(rows).toHaveLength(1);
   });
+
+  it('calls its functions by their schema, and never one of the expected name whose body is not its own', async () => {
+    const text = `select $1::int * 2 as "twice"`;
+    pool.hot(text);
+    await settled();
+    await new Promise((r) => setTimeout(r, 300));
+    const [made] = await admin.unsafe<{ name: string; definition: string }[]>(
+      `select proname as name, pg_get_functiondef(p.oid) as definition from pg_proc p
+        join pg_namespace n on n.oid = p.pronamespace
+       where n.nspname = '${schema}' and prosrc like '%* 2 as "twice"%'`,
+    );
+    expect(made).toBeDefined();
+    expect([...(await pool.query(text, [4]))]).toEqual([{ twice: 8 }]);
+    // Another body under that name (as a role with CREATE on the schema could leave there).
+    await admin.unsafe(made!.definition.replace(/return query (.*);\s*end/s, 'return query select 666;\nend'));
+    const another = new PostgresPool(
+      testPostgres.directUrl!,
+      1,
+      { prepare: false, onnotice: () => {}, connection: { search_path: `public, ${schema}` } },
+      { inline: true },
+    );
+    try {
+      // Its schema is public here: its function is made there, and called there by its name.
+      another.hot(text);
+      for (let i = 0; i < 100 && another.statementFunctions().calls + another.statementFunctions().texts === 0; i++)
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 300));
+      expect([...(await another.query(text, [5]))]).toEqual([{ twice: 10 }]);
+    } finally {
+      await another.end();
+      await admin.unsafe(`drop function if exists public.${made!.name}`);
+    }
+    // A pool of the first schema again: the function there is not its own, so it stays text.
+    const third = new PostgresPool(
+      testPostgres.directUrl!,
+      1,
+      { prepare: false, onnotice: () => {}, connection: { search_path: schema } },
+      { inline: true },
+    );
+    try {
+      third.hot(text);
+      for (let i = 0; i < 100 && third.statementFunctions().calls + third.statementFunctions().texts === 0; i++)
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(third.statementFunctions()).toEqual({ calls: 0, texts: 1 });
+      expect([...(await third.query(text, [6]))]).toEqual([{ twice: 12 }]);
+    } finally {
+      await third.end();
+    }
+  });
 });

@@ -169,13 +169,23 @@ describe('POST /api/public/password-resets/completion', () => {
     expect((await complete(newer)).statusCode).toBe(204);
   });
 
-  it('ends every outstanding reset of the user when one completes (and a password change leaves others alone)', async () => {
+  it('ends every outstanding reset of the user when one completes', async () => {
     const user = await createUser(app);
     const token = await requestReset(user.id, user.email);
     expect((await complete(token)).statusCode).toBe(204);
     const { rows } = await sql<{ n: number }>`
       select count(*)::int as n from password_resets where user_id = ${user.id}`.execute(app.db);
     expect(rows[0]!.n).toBe(0);
+  });
+
+  it('refuses a link mailed before a password change, and leaves other users\' links alone', async () => {
+    const user = await createUser(app, { password: 'the old password' });
+    const other = await createUser(app);
+    const mailedBefore = await requestReset(user.id, user.email);
+    const othersLink = await requestReset(other.id, other.email);
+    expect((await changePassword(user.id, 'the old password')).statusCode).toBe(204);
+    expectInvalidToken(await complete(mailedBefore));
+    expect((await complete(othersLink)).statusCode).toBe(204);
   });
 
   it('refuses an expired token', async () => {

@@ -30,7 +30,7 @@ export class ProblemError extends Error {
     return this.problem.type;
   }
 
-  /** The fields that failed validation, in one shape for the three problem forms (spec 7). */
+  /** The fields that failed validation, in one shape for the three problem forms. */
   get fieldErrors(): FieldError[] {
     const typed = this.problem.fieldErrors ?? [];
     const listed = (this.problem.errors ?? []).map((e): FieldError => {

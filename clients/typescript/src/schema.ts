@@ -32,8 +32,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The service can reach its database
-         * @description The service can reach its database
+         * The service can reach its database and answer in time
+         * @description The service can reach its database and answer in time
          */
         get: operations["getHealthReady"];
         put?: never;
@@ -1429,7 +1429,7 @@ export interface components {
         };
         /**
          * CreateUserRequest
-         * @description Unknown members are ignored (spec 9.3).
+         * @description Unknown members are ignored.
          */
         CreateUserRequest: {
             name: string;
@@ -1442,7 +1442,7 @@ export interface components {
         };
         /**
          * UpdateUserRequest
-         * @description Full replace: every field is required (spec 4.1 rule 2).
+         * @description Full replace: every field is required.
          */
         UpdateUserRequest: {
             name: string;
@@ -1815,7 +1815,7 @@ export interface components {
         };
         /**
          * CreateUserRequestV2
-         * @description Unknown members are ignored (spec 9.3).
+         * @description Unknown members are ignored.
          */
         CreateUserRequestV2: {
             name: string;
@@ -2627,7 +2627,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description Unknown members are ignored (spec 9.3). */
+        /** @description Unknown members are ignored. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["CreateUserRequest"];
@@ -2723,7 +2723,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Full replace: every field is required (spec 4.1 rule 2). */
+        /** @description Full replace: every field is required. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["UpdateUserRequest"];
@@ -4016,7 +4016,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description Unknown members are ignored (spec 9.3). */
+        /** @description Unknown members are ignored. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["CreateUserRequestV2"];
@@ -4958,7 +4958,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description Unknown members are ignored (spec 9.3). */
+        /** @description Unknown members are ignored. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["CreateUserRequest"] | components["schemas"]["CreateUserRequestV2"];
@@ -5060,7 +5060,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Full replace: every field is required (spec 4.1 rule 2). */
+        /** @description Full replace: every field is required. */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["UpdateUserRequest"] | components["schemas"]["UpdateUserRequestV2"];

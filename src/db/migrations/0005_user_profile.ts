@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// v2 users (spec 2.1 extended create, docs/api-guide.md#versions): age and address. Null for users created
+// v2 users (docs/api-guide.md#versions): age and address. Null for users created
 // through v1, which has no such fields.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

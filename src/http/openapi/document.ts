@@ -282,7 +282,7 @@ function eitherOf(a: Json | undefined, b: Json | undefined): Json | undefined {
 }
 
 /**
- * spec 9.2: /api/users/** and /api/orders/** without a version segment are served by the version
+ * /api/users/** and /api/orders/** without a version segment are served by the version
  * that X-API-Version or the vendor Accept names (v1 when neither). Each gets a path item built
  * from its v1 and v2 operations: the header parameter, bodies and answers that are either
  * version's (anyOf where they differ), and each vendor media type with its own version's schema.

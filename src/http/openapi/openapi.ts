@@ -141,7 +141,7 @@ export function addRetryAndPreconditionDocs(document: Document): void {
 }
 
 /**
- * spec 2.4 and docs/lists.md: every page answer carries X-Total-Count and Link; the route
+ * docs/lists.md: every page answer carries X-Total-Count and Link; the route
  * schemas describe only the body. A page's schema is titled `…Page` (http/schemas.ts Page()).
  */
 export function addPageHeaders(document: Document): void {
@@ -169,7 +169,7 @@ export function addPageHeaders(document: Document): void {
 }
 
 /**
- * spec 9.2: each versioned success response is also available as its vendor media type,
+ * Each versioned success response is also available as its vendor media type,
  * application/vnd.<vendor>.v<N>+json; the document says so next to application/json.
  */
 export function addVendorMediaTypes(document: Document, vendor: string): void {
@@ -188,14 +188,14 @@ export function addVendorMediaTypes(document: Document, vendor: string): void {
 }
 
 const TAGS: Record<string, string> = {
-  'users (v1)': 'Users, version 1 (spec 4.1): name and e-mail',
-  'users (v2)': 'Users, version 2 (spec 9): v1 plus age and address',
-  'orders (v1)': 'Orders, version 1 (spec 4.2), with their action sub-resources',
-  'orders (v2)': 'Orders, version 2 (spec 9): several items and a shipping address per order',
-  products: 'Products (spec 5): cacheable reads with ETag and Cache-Control; no version segment',
-  stock: 'Stock per product (spec 5): available and reserved units',
-  users: 'Users at /api/users/**, in the version X-API-Version or Accept chooses (spec 9.2)',
-  orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses (spec 9.2)',
+  'users (v1)': 'Users, version 1: name and e-mail',
+  'users (v2)': 'Users, version 2: v1 plus age and address',
+  'orders (v1)': 'Orders, version 1, with their action sub-resources',
+  'orders (v2)': 'Orders, version 2: several items and a shipping address per order',
+  products: 'Products: cacheable reads with ETag and Cache-Control; no version segment',
+  stock: 'Stock per product: available and reserved units',
+  users: 'Users at /api/users/**, in the version X-API-Version or Accept chooses',
+  orders: 'Orders at /api/orders/**, in the version X-API-Version or Accept chooses',
   webhooks:
     'Webhook subscriptions (docs/webhooks.md, administrators): signed deliveries of user and order events, Standard Webhooks format',
   events:

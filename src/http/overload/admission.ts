@@ -48,6 +48,12 @@ export class Admission {
   readonly #exposed: string;
   readonly #onShed: (reason: ShedReason) => void;
   readonly #ages = new Ages();
+  /**
+   * Whether the event loop lags past its limit (the backstop, overload.ts): set once the app is
+   * ready. Checked before the limit, so that while the process is behind, what waits in its
+   * sockets is refused at a fraction of the cost of serving it, until the loop has caught up.
+   */
+  lagging: () => boolean = () => false;
 
   constructor(options: AdmissionOptions) {
     this.enabled = options.enabled;
@@ -74,6 +80,7 @@ export class Admission {
       if (isExempt(req.method, url)) return handler(req, res);
       // The client hung up while the request waited to be read: nothing to answer.
       if (req.socket.destroyed) return;
+      if (this.enabled && this.lagging()) return this.refuse(req, res, 'event_loop');
       if (!limiter.tryAcquire()) {
         if (this.enabled) return this.refuse(req, res, 'limit');
         limiter.inflight++;

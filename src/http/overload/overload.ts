@@ -19,7 +19,9 @@ declare module 'fastify' {
 /** A request in flight this long means the instance cannot answer in time: readiness says 503. */
 export const NOT_READY_AFTER_MS = 2000;
 /** How often the event loop's delay is sampled (the backstop). */
-const SAMPLE_MS = 1000;
+const SAMPLE_MS = 100;
+/** Building the app blocks the loop: its samples are not heeded until this long after ready. */
+const STARTUP_GRACE_MS = 1000;
 /** At most one warning this often while requests are shed. */
 const WARN_EVERY_MS = 10_000;
 
@@ -101,12 +103,13 @@ async function overload(
   // its verdict is heeded from two samples after the app is ready.
   let heededFrom = Number.POSITIVE_INFINITY;
   app.addHook('onReady', (done) => {
-    heededFrom = performance.now() + 2 * SAMPLE_MS;
+    heededFrom = performance.now() + 2 * STARTUP_GRACE_MS;
     done();
   });
-  // The backstop: when the event loop itself lags (its mean delay over a second past
-  // EVENT_LOOP_DELAY_LIMIT_MS: turns blocked, not merely busy), new requests are refused the same
-  // way until it recovers.
+  // The backstop: when the event loop itself lags (its mean delay over 100 ms past
+  // EVENT_LOOP_DELAY_LIMIT_MS), new requests are refused the same way until it recovers. The
+  // adaptive limit sees only the time from admission to answer; a process whose loop is behind
+  // has requests waiting unread in its sockets, and that wait is what this bounds.
   // (Not its utilization: a busy loop near 1.0 is what the adaptive limit is for.)
   await app.register(underPressure, {
     maxEventLoopDelay: eventLoopDelayMs,
@@ -118,6 +121,8 @@ async function overload(
       return new Promise<void>(() => {});
     },
   });
+  // Admission asks too, before Fastify: the cheaper place to refuse what the loop is behind on.
+  admission.lagging = () => app.isUnderPressure() && performance.now() >= heededFrom;
 }
 
 export default fp(overload, { name: 'overload', dependencies: ['metrics'] });

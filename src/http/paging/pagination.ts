@@ -1,4 +1,4 @@
-// The page envelope (spec 2.4) and its headers: X-Total-Count and an RFC 8288 Link with
+// The page envelope and its headers: X-Total-Count and an RFC 8288 Link with
 // first/last always and prev/next where they exist, each keeping size, sort and filters.
 //
 // prev and next also carry a cursor (docs/lists.md): the sort key of the row just before

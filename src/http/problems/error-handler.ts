@@ -11,7 +11,7 @@ import { plain, toProblem, type Problem, type ProblemContext } from './to-proble
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** How this route reports errors (spec 7.3); typed when unset. */
+    /** How this route reports errors; typed when unset. */
     problemForm?: import('./to-problem.js').ProblemForm;
     /** false keeps a catch-all route (CORS's OPTIONS) out of the table behind 405's Allow. */
     routeTable?: false;

@@ -26,7 +26,7 @@ import type { ProblemSlug } from './problem-types.js';
 /** Seconds a client should wait before retrying while the database is unreachable. */
 const RETRY_AFTER_SECONDS = 5;
 
-/** The v1 forms (spec 7.3) whose problems are about:blank with a title of their own. */
+/** The v1 forms whose problems are about:blank with a title of their own. */
 export type V1Form = 'users-v1' | 'orders-v1';
 
 export interface ErrorEntry<E extends DomainError> {
@@ -41,7 +41,7 @@ export interface ErrorEntry<E extends DomainError> {
   extensions?: (error: E) => Record<string, unknown>;
   headers?: (error: E) => Record<string, string>;
   /**
-   * Where a v1 form differs (spec 7.3): an about:blank problem with this title, and these
+   * Where a v1 form differs: an about:blank problem with this title, and these
    * extensions instead of the row's. Returning undefined keeps the row's problem.
    */
   forms?: Partial<Record<V1Form, (error: E) => { title: string; extensions?: Record<string, unknown> } | undefined>>;

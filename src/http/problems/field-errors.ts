@@ -1,4 +1,4 @@
-// ajv errors → the field errors of spec 7.3, with the Bean Validation default messages the
+// ajv errors → the field errors of the v1 problem forms (docs/api-guide.md#errors), with the Bean Validation default messages the
 // spec's clients already know (docs/api-guide.md#users). Pure; unit-tested in field-errors.test.ts.
 import type { ErrorObject } from 'ajv';
 

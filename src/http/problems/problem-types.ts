@@ -1,4 +1,4 @@
-// The registry of typed problems (spec 7.2, docs/api-guide.md#versions): slug → status, title, and the text of
+// The registry of typed problems (docs/api-guide.md#versions): slug → status, title, and the text of
 // the page served at /api/public/problems/{slug}. The only place these words are written.
 
 export interface ProblemType {

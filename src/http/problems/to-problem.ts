@@ -1,4 +1,4 @@
-// Any error → the problem document (spec 7, docs/api-guide.md#users, docs/api-guide.md#orders, docs/api-guide.md#versions, docs/api-guide.md#errors) in the form the route
+// Any error → the problem document (docs/api-guide.md#users, docs/api-guide.md#orders, docs/api-guide.md#versions, docs/api-guide.md#errors) in the form the route
 // asks for. Pure: the error handler supplies the context and writes the reply. A domain error
 // is looked up by its code in error-registry.ts; validation, framework and driver errors that
 // never become domain errors are mapped here.
@@ -12,7 +12,7 @@ import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug }
 import { ERRORS_MAX } from '../schemas.js';
 
 /**
- * How a route reports its errors (spec 7.3): the v1 users form, the v1 orders form, or the
+ * How a route reports its errors: the v1 users form, the v1 orders form, or the
  * typed form used by v2, products and stock.
  */
 export type ProblemForm = 'users-v1' | 'orders-v1' | 'typed';
@@ -139,7 +139,7 @@ function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
   return headers === undefined ? result : { ...result, headers };
 }
 
-/** spec 7.3: 500 says only the fixed text; the requestId leads to the logged cause (docs/api-guide.md#errors). */
+/** 500 says only the fixed text; the requestId leads to the logged cause (docs/api-guide.md#errors). */
 function internalError(ctx: ProblemContext): Problem {
   return { ...typed('internal-error', INTERNAL_ERROR_DETAIL, ctx, { requestId: ctx.requestId }), unexpected: true };
 }
@@ -191,6 +191,6 @@ function problem(status: number, body: ProblemFields): Problem {
     detail: string;
     instance: string;
   };
-  // Members in the order of spec 7.1, extensions after them.
+  // The standard members in their documented order, extensions after them.
   return { status, body: { type, title, status, detail, instance, ...extensions } };
 }
