@@ -46,10 +46,27 @@ describe('loadConfig', () => {
       directUrl: 'postgresql://u@h/db',
       replicaUrls: [],
       replicaMaxLagMs: 5000,
+      queueTimeoutMs: 1000,
     });
     expect(loadConfig({ DATABASE_URL: 'postgres://u@h/db', DATABASE_POOL_SIZE: '8' }, noFiles).database).toMatchObject({
       poolSize: 8,
     });
+  });
+
+  it('reads the overload settings, and refuses a limit whose maximum is under its minimum', () => {
+    expect(loadConfig({}, noFiles).overload).toEqual({
+      enabled: true,
+      minLimit: 8,
+      maxLimit: 1000,
+      eventLoopDelayMs: 50,
+    });
+    expect(
+      loadConfig({ OVERLOAD_PROTECTION: 'false', CONCURRENCY_LIMIT_MIN: '2', CONCURRENCY_LIMIT_MAX: '4' }, noFiles)
+        .overload,
+    ).toMatchObject({ enabled: false, minLimit: 2, maxLimit: 4 });
+    expect(() => loadConfig({ CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '5' }, noFiles)).toThrow(
+      'Invalid configuration: CONCURRENCY_LIMIT_MAX must be at least CONCURRENCY_LIMIT_MIN (got 5 < 10)',
+    );
   });
 
   it('lets an environment variable win over the file for its NODE_ENV', () => {

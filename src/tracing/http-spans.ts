@@ -6,12 +6,12 @@
 // handle (`request.db`, through requestDb) traces its statements beneath it, and its logger
 // writes the trace's ids (http/request-context.ts).
 import type { IncomingHttpHeaders } from 'node:http';
-import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { routeOptionsOf, traceRequestLog } from '../http/request-context.js';
 import { tracedDb } from './db-spans.js';
-import { kSpan, tracer } from './tracing.js';
+import { kSpan, tracer, UNTRUSTED_PARENT } from './tracing.js';
 
 type WithSpan = FastifyRequest & { [kSpan]?: Span };
 
@@ -27,7 +27,12 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
   app.decorateRequest(kDb, undefined);
 
   app.addHook('onRequest', (request, _reply, done) => {
-    const parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
+    let parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
+    // A caller's sampled flag counts only through a trusted proxy (TRUST_PROXY: the operator's own
+    // edge, which decided), seen as a client address other than the socket's peer. From anyone
+    // else the trace id is continued and the service's own ratio decides (tracing.ts).
+    if (trace.getSpanContext(parent) !== undefined && request.ip === request.socket.remoteAddress)
+      parent = parent.setValue(UNTRUSTED_PARENT, true);
     const route = routeOptionsOf(request).url;
     const question = request.url.indexOf('?');
     const span = t.startSpan(

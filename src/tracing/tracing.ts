@@ -11,12 +11,31 @@
 // log lines. With tracing off, `tracer()` is undefined and each of those is one comparison.
 // Nothing enters OpenTelemetry's async context (see db-spans.ts): the spans travel with the
 // request and its database handle.
-import { propagation, ROOT_CONTEXT, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  createContextKey,
+  propagation,
+  ROOT_CONTEXT,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanKind,
+  type Tracer,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import {
+  BatchSpanProcessor,
+  NodeTracerProvider,
+  ParentBasedSampler,
+  SamplingDecision,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+  type SamplingResult,
+} from '@opentelemetry/sdk-trace-node';
 
 export type Env = Record<string, string | undefined>;
 
@@ -58,6 +77,59 @@ export function otlpProtocol(env: Env): 'http/protobuf' | 'http/json' | { invali
 }
 
 /**
+ * Marks a request's extracted context when its caller is not a trusted proxy (http-spans.ts):
+ * the caller's trace id is continued, but its `sampled` flag is not obeyed.
+ */
+export const UNTRUSTED_PARENT = createContextKey('resource-api: the parent came from an untrusted caller');
+
+/**
+ * The sampler of OTEL_TRACES_SAMPLER and _ARG (the SDK's standard names), except that a parent
+ * from an untrusted caller (UNTRUSTED_PARENT) is decided as a new trace is: at the configured
+ * ratio, by a random draw (not by the trace id, which that caller chose). Otherwise any client
+ * could have every one of its requests traced by sending `traceparent` with the flag `01`.
+ */
+export function samplerFromEnv(env: Env): Sampler {
+  const name = set(env.OTEL_TRACES_SAMPLER) ?? 'parentbased_always_on';
+  const arg = Number(set(env.OTEL_TRACES_SAMPLER_ARG) ?? '1');
+  const ratio = name.endsWith('always_off')
+    ? 0
+    : name.endsWith('traceidratio')
+      ? Number.isFinite(arg) && arg >= 0 && arg <= 1
+        ? arg
+        : 1
+      : 1;
+  const root = new TraceIdRatioBasedSampler(ratio);
+  return new CallerTrustSampler(name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root, ratio);
+}
+
+class CallerTrustSampler implements Sampler {
+  constructor(
+    readonly configured: Sampler,
+    readonly ratio: number,
+  ) {}
+
+  shouldSample(
+    context: Context,
+    traceId: string,
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    links: Link[],
+  ): SamplingResult {
+    if (context.getValue(UNTRUSTED_PARENT) === true)
+      return {
+        decision:
+          this.ratio > 0 && Math.random() < this.ratio ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+      };
+    return this.configured.shouldSample(context, traceId, name, kind, attributes, links);
+  }
+
+  toString(): string {
+    return `CallerTrust{${this.configured.toString()}}`;
+  }
+}
+
+/**
  * Starts tracing when the environment asks for it (the SDK reads the OTEL_* variables from
  * process.env); undefined when it does not. Throws with one line when the protocol is not one
  * served. Call once, before the app is built.
@@ -70,7 +142,11 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
     detectResources({ detectors: [envDetector] }),
   );
   const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter();
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  const provider = new NodeTracerProvider({
+    resource,
+    sampler: samplerFromEnv(env),
+    spanProcessors: [new BatchSpanProcessor(exporter)],
+  });
   // No context manager: OpenTelemetry's default one rides on AsyncLocalStorage, which on Node 20
   // and 22 makes every promise of the process dearer once entered; spans travel with the
   // request and its database handle instead (db-spans.ts).
