@@ -50,6 +50,8 @@ export function notificationsOf(
   /** The listening connection's client, while it lives. */
   let sql: Sql | undefined;
   let onOther: () => void = noop;
+  /** LISTEN on each connection: once listen() was called (an instance that only notifies does not). */
+  let listening = false;
   const lifecycle = { ended: false };
   let preferred = 0;
   let retries = 0;
@@ -94,7 +96,7 @@ export function notificationsOf(
           { standby: boolean; read_only: string } | undefined
         )[];
         if (state !== undefined && accepts(target.attrs, state)) {
-          await client.unsafe(listenText).simple();
+          if (listening) await client.unsafe(listenText).simple();
           if (alive()) {
             sql = client;
             preferred = index;
@@ -111,7 +113,7 @@ export function notificationsOf(
     return { listening: false, error: failure };
   };
 
-  const open = async (): Promise<{ listening: boolean; error?: unknown }> => {
+  const openRound = async (): Promise<{ listening: boolean; error?: unknown }> => {
     const result = await round();
     if (!result.listening && !lifecycle.ended) schedule(++retries);
     return result;
@@ -122,7 +124,7 @@ export function notificationsOf(
     reopen = setTimeout(
       () => {
         reopen = undefined;
-        void open();
+        void openRound();
       },
       reconnectDelaySeconds(failed) * 1000,
     );
@@ -131,14 +133,25 @@ export function notificationsOf(
 
   let last = Number.NEGATIVE_INFINITY;
   let timer: NodeJS.Timeout | undefined;
+  /** The connection, opened on first use (a first round of the hosts, whatever its outcome). */
+  const connection = async (): Promise<Sql | undefined> => {
+    started ??= openRound().then(({ listening: ok, error }) => {
+      if (!ok && !lifecycle.ended)
+        log.warn(
+          { err: error },
+          `LISTEN/NOTIFY ${channel}: no connection yet; instances find out by polling meanwhile`,
+        );
+    });
+    if (sql === undefined) await started;
+    return sql;
+  };
   const send = () => {
     timer = undefined;
     last = performance.now();
-    const client = sql;
-    const sent =
-      client === undefined
-        ? Promise.reject(new Error('no connection'))
-        : client.unsafe('select pg_notify($1, $2)', [channel, instance]);
+    const sent = connection().then((client) => {
+      if (client === undefined) throw new Error('no connection to the database');
+      return client.unsafe('select pg_notify($1, $2)', [channel, instance]);
+    });
     sent.catch((error: unknown) => {
       log.warn({ err: error }, `NOTIFY ${channel} failed: the other instances find out by polling`);
     });
@@ -152,11 +165,11 @@ export function notificationsOf(
     },
     listen: async (callback) => {
       onOther = callback;
-      started ??= open().then(({ listening, error }) => {
-        if (!listening && !lifecycle.ended)
-          log.warn({ err: error }, `LISTEN ${channel} failed: this instance finds out by polling until it listens`);
-      });
-      await started;
+      listening = true;
+      // Already open to notify: LISTEN there now (a new connection LISTENs as it opens).
+      const open = sql;
+      if (open !== undefined) await open.unsafe(listenText).simple().catch(noop);
+      await connection();
     },
     end: async () => {
       lifecycle.ended = true;
