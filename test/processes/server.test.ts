@@ -81,7 +81,8 @@ describe.runIf(run)('the server process', () => {
     expect(replayed.headers.get('idempotent-replayed')).toBe('true');
     expect(await replayed.text()).toBe(body);
     expect((await second.stop()).code).toBe(0);
-  });
+    // Two starts of a process on the embedded engine: ~17 s on an idle host, twice that under CI's load.
+  }, 60_000);
 
   it('keeps the embedded database under DATA_DIR across a restart', async () => {
     const dataDir = await tempDir();
