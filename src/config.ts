@@ -321,7 +321,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     OVERLOAD_PROTECTION: merged.OVERLOAD_PROTECTION ?? 'true',
     CONCURRENCY_LIMIT_MIN: merged.CONCURRENCY_LIMIT_MIN ?? '8',
     CONCURRENCY_LIMIT_MAX: merged.CONCURRENCY_LIMIT_MAX ?? '1000',
-    EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '50',
+    EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '100',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
     PASSWORD_RESET_URL: merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/reset-password?token={token}`,

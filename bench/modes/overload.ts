@@ -225,7 +225,6 @@ export async function overload(): Promise<void> {
 
     await vacuumAnalyze();
     const server = await service('service-overload', 18091, env);
-    await wrk(server, mix.lua, 2); // warm-up (a closed loop the limit does not refuse at this length)
     const phases: Phase[] = [];
     for (const load of [1, 2, 3]) {
       const p = await phase(server, `${load}× C`, load * c, mix.plan);
