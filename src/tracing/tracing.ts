@@ -119,7 +119,9 @@ class CallerTrustSampler implements Sampler {
     if (context.getValue(UNTRUSTED_PARENT) === true)
       return {
         decision:
-          this.ratio > 0 && Math.random() < this.ratio ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+          this.ratio > 0 && Math.random() < this.ratio
+            ? SamplingDecision.RECORD_AND_SAMPLED
+            : SamplingDecision.NOT_RECORD,
       };
     return this.configured.shouldSample(context, traceId, name, kind, attributes, links);
   }

@@ -178,7 +178,7 @@ describe('POST /api/public/password-resets/completion', () => {
     expect(rows[0]!.n).toBe(0);
   });
 
-  it('refuses a link mailed before a password change, and leaves other users\' links alone', async () => {
+  it("refuses a link mailed before a password change, and leaves other users' links alone", async () => {
     const user = await createUser(app, { password: 'the old password' });
     const other = await createUser(app);
     const mailedBefore = await requestReset(user.id, user.email);
