@@ -58,7 +58,7 @@ describe('loadConfig', () => {
       enabled: true,
       minLimit: 8,
       maxLimit: 1000,
-      eventLoopDelayMs: 50,
+      eventLoopDelayMs: 100,
     });
     expect(
       loadConfig({ OVERLOAD_PROTECTION: 'false', CONCURRENCY_LIMIT_MIN: '2', CONCURRENCY_LIMIT_MAX: '4' }, noFiles)
