@@ -461,13 +461,7 @@ export class PostgresPool {
     slot.retries++;
     for (const opened of slot.opened.splice(0)) opened.reject(failure);
     if (!this.#slots.some((other) => other.state === 'open')) this.#refuseAll(failure);
-    slot.timer = setTimeout(
-      () => {
-        slot.timer = undefined;
-        this.#open(slot);
-      },
-      this.#backoff(slot.retries) * 1000,
-    ).unref();
+    this.#reopenAfter(slot, this.#backoff(slot.retries));
   }
 
   #opened(slot: Slot, index: number): void {
@@ -492,6 +486,14 @@ export class PostgresPool {
     }
   }
 
+  /** `slot`'s next life opens after `seconds` (sooner if another connection opens meanwhile). */
+  #reopenAfter(slot: Slot, seconds: number): void {
+    slot.timer = setTimeout(() => {
+      slot.timer = undefined;
+      this.#open(slot);
+    }, seconds * 1000).unref();
+  }
+
   /**
    * `sql`, `slot`'s client, is over (its socket closed or failed): every statement on it settles
    * now, a reservation holding it learns of it, and the next life opens after a short wait.
@@ -499,13 +501,7 @@ export class PostgresPool {
   #died(slot: Slot, sql: Sql): void {
     if (slot.sql !== sql || slot.state !== 'open') return; // opening: its round goes on
     this.#close(slot, sql, connectionLost());
-    slot.timer = setTimeout(
-      () => {
-        slot.timer = undefined;
-        this.#open(slot);
-      },
-      this.#backoff(0) * 1000,
-    ).unref();
+    this.#reopenAfter(slot, this.#backoff(0));
   }
 
   /** A connection past its lifetime, once idle: replaced at once. */

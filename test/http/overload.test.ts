@@ -107,6 +107,30 @@ describe('admission under the concurrency limit', () => {
   });
 });
 
+describe('OVERLOAD_PROTECTION=false', () => {
+  it('admits a request over the limit (and still counts it in flight)', async () => {
+    const open = await buildTestApp({
+      OVERLOAD_PROTECTION: 'false',
+      CONCURRENCY_LIMIT_MIN: '1',
+      CONCURRENCY_LIMIT_MAX: '1',
+    });
+    const at = new URL(await open.app.listen({ port: 0, host: '127.0.0.1' }));
+    const socket = connect(Number(at.port), at.hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: ${ADMIN}\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n`,
+    );
+    try {
+      await until('the held request admitted', () => open.app.admission.inflight === 1, 2000);
+      const answer = await fetch(new URL('/api/v1/users?page=1&size=5', at), { headers: { authorization: ADMIN } });
+      expect(answer.status).toBe(200);
+      expect(open.app.admission.inflight).toBe(1);
+    } finally {
+      socket.destroy();
+    }
+  });
+});
+
 // The backstop (@fastify/under-pressure): off in the tests' configuration and on the embedded
 // engine, whose database runs on the event loop; here on PostgreSQL with a low threshold.
 describe.runIf(engine === 'postgres')('the event-loop backstop', () => {

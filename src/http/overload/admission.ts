@@ -32,7 +32,8 @@ export interface AdmissionOptions {
 /** Paths never refused nor counted: the health probes, and the event stream. */
 export function isExempt(method: string | undefined, url: string): boolean {
   if (url.startsWith('/api/public/health')) return true;
-  return method === 'GET' && /^\/api\/(?:v\d+\/)?events(?:[/?]|$)/.test(url);
+  // (The pattern only where it can match: this runs for every request.)
+  return method === 'GET' && url.includes('/events') && /^\/api\/(?:v\d+\/)?events(?:[/?]|$)/.test(url);
 }
 
 export class Admission {

@@ -21,7 +21,7 @@ export const NOT_READY_AFTER_MS = 2000;
 /** How often the event loop's delay is sampled (the backstop). */
 const SAMPLE_MS = 100;
 /** Building the app blocks the loop: its samples are not heeded until this long after ready. */
-const STARTUP_GRACE_MS = 1000;
+const STARTUP_GRACE_MS = 2000;
 /** At most one warning this often while requests are shed. */
 const WARN_EVERY_MS = 10_000;
 
@@ -100,10 +100,10 @@ async function overload(
   // database's own work, which the limit already bounds.
   if (!admission.enabled || eventLoopDelayMs === 0 || app.config.database.kind !== 'postgres') return;
   // Building the app blocks the loop for seconds, which under-pressure's first samples count:
-  // its verdict is heeded from two samples after the app is ready.
+  // its verdict is heeded from STARTUP_GRACE_MS after the app is ready.
   let heededFrom = Number.POSITIVE_INFINITY;
   app.addHook('onReady', (done) => {
-    heededFrom = performance.now() + 2 * STARTUP_GRACE_MS;
+    heededFrom = performance.now() + STARTUP_GRACE_MS;
     done();
   });
   // The backstop: when the event loop itself lags (its mean delay over 100 ms past
