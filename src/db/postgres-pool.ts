@@ -87,6 +87,8 @@ interface Slot {
   sent: Set<PendingQuery<Row[]>>;
   /** Failed rounds of the hosts since the connection was last open. */
   retries: number;
+  /** When the current life opened (performance.now()). */
+  openedAt: number;
   timer: NodeJS.Timeout | undefined;
   lifeTimer: NodeJS.Timeout | undefined;
   /** The reservation holding it learns of the connection's death here. */
@@ -110,6 +112,8 @@ type Waiter =
 /** How long making one statement function may take before the statement stays text for now. */
 const MAKE_TIMEOUT_MS = 10_000;
 const noop = (): void => {};
+/** While no connection can be made, a statement starts a round of the hosts at most this often. */
+const ON_DEMAND_ROUND_MS = 50;
 
 export class PostgresPool {
   readonly #slots: Slot[];
@@ -125,8 +129,10 @@ export class PostgresPool {
   #sweeper: NodeJS.Timeout | undefined;
   /** The host the last connection opened on: each round of the hosts starts there. */
   #preferred = 0;
-  /** Why no connection could be opened, while none is open: statements are refused at once. */
+  /** Why no connection could be opened, while none is open (see #refusal). */
   #failing: unknown;
+  /** When the last round of the hosts failed (performance.now()). */
+  #failedAt = Number.NEGATIVE_INFINITY;
   #ended = false;
 
   /**
@@ -171,6 +177,7 @@ export class PostgresPool {
       retiring: false,
       sent: new Set(),
       retries: 0,
+      openedAt: 0,
       timer: undefined,
       lifeTimer: undefined,
       onClose: undefined,
@@ -197,16 +204,19 @@ export class PostgresPool {
   query(text: string, parameters: readonly unknown[], options: QueryOptions = {}): Promise<RowList<Row[]>> {
     const slot = options.spread === true ? this.#leastLoaded() : this.#forQuery();
     if (slot === undefined) return this.#wait(text, parameters, options);
-    return this.#send(slot, text, parameters, options, false);
+    return this.#send(slot, text, parameters, options);
   }
 
-  /** One statement on `slot`, counted in its pipeline while in flight: one promise past the driver's. */
+  /**
+   * One statement on `slot`, counted in its pipeline while in flight: one promise past the driver's.
+   * `lostAt`: it is sent again, its first connection having died then.
+   */
   #send(
     slot: Slot,
     text: string,
     parameters: readonly unknown[],
     options: QueryOptions,
-    retried: boolean,
+    lostAt?: number,
   ): Promise<RowList<Row[]>> {
     const sql = slot.sql as Sql;
     // Built first: a value that cannot be written into the text (a NUL) fails it here, counting nothing.
@@ -233,11 +243,16 @@ export class PostgresPool {
         if (isConnectionError(error)) {
           this.#lostAt = performance.now();
           this.#died(slot, sql);
-          if (options.repeatable === true && !retried && !this.#ended) return this.#again(text, parameters, options);
+          // Sent again once; and again while the connection that failed it was open before the
+          // first one died (a server restart closes them all, and a pool whose process was busy
+          // learns it one connection at a time): at most once per connection of the pool.
+          if (options.repeatable === true && !this.#ended && (lostAt === undefined || slot.openedAt < lostAt)) {
+            return this.#again(text, parameters, options, lostAt ?? this.#lostAt);
+          }
         } else if (this.#isMissingFunction(error)) {
           // A statement function dropped under the running service: the text again, and a new one.
           this.#functions.delete(text);
-          if (!retried) return this.#again(text, parameters, options);
+          if (lostAt === undefined) return this.#again(text, parameters, options, performance.now());
         }
         if (slot.retiring) this.#retireIfIdle(slot);
         throw this.#translate(error);
@@ -245,10 +260,10 @@ export class PostgresPool {
     );
   }
 
-  #again(text: string, parameters: readonly unknown[], options: QueryOptions): Promise<RowList<Row[]>> {
+  #again(text: string, parameters: readonly unknown[], options: QueryOptions, lostAt: number): Promise<RowList<Row[]>> {
     const slot = options.spread === true ? this.#leastLoaded() : this.#forQuery();
     if (slot === undefined) return this.#wait(text, parameters, options, true);
-    return this.#send(slot, text, parameters, options, true);
+    return this.#send(slot, text, parameters, options, lostAt);
   }
 
   /** One statement on `sql` (a pooled or a reserved connection), as this pool sends them. */
@@ -339,7 +354,7 @@ export class PostgresPool {
   onEveryConnection(text: string, parameters: readonly unknown[]): Promise<RowList<Row[]>[]> {
     return Promise.all(
       this.#slots.map((slot) =>
-        this.#whenOpen(slot).then(() => this.#send(slot, text, parameters, { repeatable: true }, false)),
+        this.#whenOpen(slot).then(() => this.#send(slot, text, parameters, { repeatable: true })),
       ),
     );
   }
@@ -429,6 +444,7 @@ export class PostgresPool {
 
   async #round(slot: Slot): Promise<void> {
     const { endpoints, attrs, driverUrl } = this.#target;
+    const startedAt = performance.now();
     let failure: unknown = connectionError('CONNECTION_CLOSED', 'no host could be reached');
     for (let k = 0; k < endpoints.length && !this.#ended; k++) {
       const index = (this.#preferred + k) % endpoints.length;
@@ -459,13 +475,17 @@ export class PostgresPool {
     if (this.#ended) return;
     slot.state = 'down';
     slot.retries++;
+    this.#failedAt = performance.now();
     for (const opened of slot.opened.splice(0)) opened.reject(failure);
-    if (!this.#slots.some((other) => other.state === 'open')) this.#refuseAll(failure);
-    this.#reopenAfter(slot, this.#backoff(slot.retries));
+    // Statements that came after this round began may have come after the server returned: they
+    // wait for the next round, 50 ms on, rather than take this round's failure.
+    const more = !this.#slots.some((other) => other.state === 'open') && this.#refuseAll(failure, startedAt);
+    this.#reopenAfter(slot, more ? ON_DEMAND_ROUND_MS / 1000 : this.#backoff(slot.retries));
   }
 
   #opened(slot: Slot, index: number): void {
     slot.state = 'open';
+    slot.openedAt = performance.now();
     slot.retries = 0;
     slot.retiring = false;
     this.#preferred = index;
@@ -566,9 +586,25 @@ export class PostgresPool {
     );
   }
 
-  /** Why a statement is refused now rather than queued: no connection open, and none can be. */
+  /**
+   * Why a statement is refused now rather than queued: no connection is open, and none can be.
+   * While none is open and the last round failed, a statement waits for a round of the hosts in
+   * flight, or starts one at once when the connections are all waiting out their backoff and the
+   * last failed more than ON_DEMAND_ROUND_MS ago: the first statement after the server returns is
+   * served, not refused for up to a second of backoff. Otherwise it is refused at once (a server
+   * that refuses connections costs the callers nothing, and at most one round per 50 ms).
+   */
   #refusal(): unknown {
     if (this.#ended) return connectionError('CONNECTION_ENDED', 'The pool was ended');
+    if (this.#failing === undefined) return undefined;
+    if (this.#slots.some((slot) => slot.state === 'opening')) return undefined;
+    const waiting = this.#slots.find((slot) => slot.state === 'down' && slot.timer !== undefined);
+    if (waiting !== undefined && performance.now() - this.#failedAt >= ON_DEMAND_ROUND_MS) {
+      clearTimeout(waiting.timer);
+      waiting.timer = undefined;
+      this.#open(waiting);
+      return undefined;
+    }
     return this.#failing;
   }
 
@@ -589,8 +625,10 @@ export class PostgresPool {
       waiter = this.#waiting.peek()
     ) {
       this.#waiting.shift();
+      // While no connection can be made, the wait was for one to open: that failure is the answer.
       waiter.reject(
-        connectionError('QUEUE_TIMEOUT', `no database connection was free within ${this.#queueTimeoutMs} ms`),
+        this.#failing ??
+          connectionError('QUEUE_TIMEOUT', `no database connection was free within ${this.#queueTimeoutMs} ms`),
       );
     }
     if (this.#waiting.length === 0) {
@@ -599,9 +637,14 @@ export class PostgresPool {
     }
   }
 
-  #refuseAll(error: unknown): void {
+  /** No connection could be made: refuses what waits since before `since`; true if some wait still. */
+  #refuseAll(error: unknown, since: number): boolean {
     this.#failing = error;
-    for (let waiter = this.#waiting.shift(); waiter !== undefined; waiter = this.#waiting.shift()) waiter.reject(error);
+    for (let waiter = this.#waiting.peek(); waiter !== undefined && waiter.at < since; waiter = this.#waiting.peek()) {
+      this.#waiting.shift();
+      waiter.reject(error);
+    }
+    return this.#waiting.length > 0;
   }
 
   /** `slot` is free (opened, or released by a transaction): the statements waiting go there, in order. */
@@ -614,7 +657,7 @@ export class PostgresPool {
         waiter.resolve(slot);
         return;
       }
-      waiter.resolve(this.#send(slot, waiter.text, waiter.parameters, waiter.options, false));
+      waiter.resolve(this.#send(slot, waiter.text, waiter.parameters, waiter.options));
     }
   }
 
