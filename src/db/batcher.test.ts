@@ -57,6 +57,30 @@ describe('Batcher', () => {
     expect(batches).toEqual([[1], [2, 3, 4], [5, 6, 7], [8]]);
   });
 
+  it('with immediate, sends a call that finds room at once, alone, and gathers only while batches are out', async () => {
+    const { batches, send, answerAll } = recorder();
+    const batcher = new Batcher(send, { maxSize: 10, maxInFlight: 2, immediate: true });
+    const first = batcher.call(1);
+    expect(batches).toEqual([[1]]); // in the caller's own turn: no timer, no setImmediate
+    const second = batcher.call(2);
+    expect(batches).toEqual([[1], [2]]);
+    // Two out: the next ones gather until one comes back.
+    const later = [3, 4, 5].map((n) => batcher.call(n));
+    await turn();
+    expect(batches).toHaveLength(2);
+    answerAll();
+    expect(await Promise.all([first, second])).toEqual([10, 20]);
+    await settle();
+    expect(batches).toEqual([[1], [2], [3, 4, 5]]);
+    answerAll();
+    expect(await Promise.all(later)).toEqual([30, 40, 50]);
+    // Idle again: the next call goes at once.
+    const alone = batcher.call(6);
+    expect(batches.at(-1)).toEqual([6]);
+    answerAll();
+    expect(await alone).toBe(60);
+  });
+
   it('sends up to maxInFlight batches at once', async () => {
     const { batches, send, answerAll } = recorder();
     const batcher = new Batcher(send, { maxSize: 2, maxInFlight: 2 });

@@ -24,6 +24,10 @@ interface Pending<I, O> {
  * first. With `minSpacingMs`, a batch also leaves no sooner than that after the one before it:
  * for writes that can wait a few ms, fewer and fuller statements.
  *
+ * With `immediate`, a call that comes while nothing waits and fewer than `maxInFlight` batches
+ * are out goes at once, alone, in the same turn: no added latency at low load; calls gather only
+ * while batches are out (a read that a statement in flight would have to wait behind anyway).
+ *
  * With `maxWaitMs`, a call that waited longer than that for a batch is not sent: it fails with
  * `expired()`'s error (docs/operations.md#overload: queue time, not queue length). A call whose
  * `gone()` is true when its batch leaves is not sent either, and fails with `left()`'s error.
@@ -35,6 +39,7 @@ export class Batcher<I, O> {
   readonly #minSpacingMs: number;
   readonly #maxWaitMs: number;
   readonly #expired: () => unknown;
+  readonly #immediate: boolean;
   #lastSent = Number.NEGATIVE_INFINITY;
   #waiting: Pending<I, O>[] = [];
   #inFlight = 0;
@@ -47,6 +52,7 @@ export class Batcher<I, O> {
       maxInFlight: number;
       minSpacingMs?: number;
       maxWaitMs?: number;
+      immediate?: boolean;
       /** The error of a call that waited longer than maxWaitMs, or whose caller has gone. */
       expired?: () => unknown;
     },
@@ -58,12 +64,18 @@ export class Batcher<I, O> {
     this.#minSpacingMs = options.minSpacingMs ?? 0;
     this.#maxWaitMs = options.maxWaitMs ?? Number.POSITIVE_INFINITY;
     this.#expired = options.expired ?? (() => new Error('waited too long for a batch'));
+    this.#immediate = options.immediate === true && this.#minSpacingMs === 0;
   }
 
   /** `input`'s answer, from the next batch that takes it (none if `gone()` is true by then). */
   call(input: I, gone?: () => boolean): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ input, resolve, reject, at: performance.now(), gone });
+      const pending = { input, resolve, reject, at: performance.now(), gone };
+      if (this.#immediate && this.#waiting.length === 0 && this.#inFlight < this.#maxInFlight) {
+        this.#out([pending]);
+        return;
+      }
+      this.#waiting.push(pending);
       this.#schedule();
     });
   }
@@ -97,15 +109,18 @@ export class Batcher<I, O> {
     if (this.#lastSent + this.#minSpacingMs > performance.now()) return this.#schedule();
     while (this.#waiting.length > 0 && this.#inFlight < this.#maxInFlight) {
       const batch = this.#take();
-      if (batch.length === 0) continue;
-      this.#inFlight++;
-      this.#lastSent = performance.now();
-      void this.#run(batch).finally(() => {
-        this.#inFlight--;
-        this.#schedule();
-      });
+      if (batch.length > 0) this.#out(batch);
     }
   };
+
+  #out(batch: Pending<I, O>[]): void {
+    this.#inFlight++;
+    this.#lastSent = performance.now();
+    void this.#run(batch).finally(() => {
+      this.#inFlight--;
+      this.#schedule();
+    });
+  }
 
   async #run(batch: Pending<I, O>[]): Promise<void> {
     try {

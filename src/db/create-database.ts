@@ -167,6 +167,6 @@ function postgresDatabase(
     await pool.end({ timeout: 5 });
   };
   trackAnswers(db, (withinMs) => pool.answeredWithin(withinMs));
-  if (options.pooled) gatherReads(db);
+  gatherReads(db, options.pooled ? 'pooled' : 'direct');
   return { db: withDirectRun(db, run, everyConnection, size, config.queueTimeoutMs), pool };
 }

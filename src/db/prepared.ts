@@ -7,6 +7,7 @@ import type { Span } from '@opentelemetry/api';
 import { adoptQuery, untraced } from '../tracing/db-spans.js';
 import { Batcher } from './batcher.js';
 import type { Database, Db } from './database.js';
+import { Overloaded } from '../errors.js';
 
 /**
  * How a statement outside any transaction is sent. `spread`: a write that locks rows and costs
@@ -133,19 +134,27 @@ export function prepare<R, A extends unknown[]>(
   return Object.assign(run, { statement });
 }
 
-// ---- primary-key reads gathered, behind a pooler ---------------------------------------------
+// ---- primary-key reads gathered --------------------------------------------------------------
 
-/** Databases whose primary-key reads are gathered (behind a pooler in transaction mode). */
-const gathering = new WeakSet();
+/** How a database's primary-key reads are gathered (gatherReads); absent: each read alone. */
+export type Gathering = 'pooled' | 'direct';
+const gathering = new WeakMap<object, Gathering>();
 
 /**
- * Gathers `db`'s primary-key reads (prepareById) into one statement per moment. Behind a pooler
- * in transaction mode each statement is its own transaction, passed on by the pooler to a server
- * connection one at a time and answered there alone: most of a primary-key read's cost on the
- * server is that statement's (docs/operations.md, "A pooler in transaction mode").
+ * Gathers `db`'s primary-key reads (prepareById) into one statement per moment. Most of a
+ * primary-key read's cost, in the service and in PostgreSQL, is its statement's (parse of the
+ * answer, executor start-up, one protocol round), not its row's: forty reads of one moment as one
+ * `= any(…)` cost little more than one (docs/architecture.md, "Reads gathered").
+ *
+ * - `pooled` (behind a pooler in transaction mode): each statement is its own transaction,
+ *   passed on to a server connection one at a time; a read waits one event-loop turn, so that
+ *   every read of that turn joins it.
+ * - `direct`: a read that finds no statement of its kind out, or fewer than GATHERED_IN_FLIGHT,
+ *   goes at once, alone, as the single-row statement (no added latency at low load); reads that
+ *   come while those are out gather, and go together when one comes back.
  */
-export function gatherReads(db: Db): void {
-  gathering.add(db);
+export function gatherReads(db: Db, how: Gathering): void {
+  gathering.set(db, how);
 }
 
 /** `= any(ids)`, the operand of a read of several ids (prepareById's `many`). */
@@ -161,20 +170,23 @@ const GATHERED_IN_FLIGHT = 4;
 
 /**
  * A primary-key read (`one`) that, on a database whose reads are gathered (gatherReads), runs as
- * `many` for the ids asked in the same moment: one statement, each caller its own row. A read
- * under light load goes out alone, an event-loop turn later; under load, reads gather while the
- * statements in flight run (db/batcher.ts). Elsewhere, in a transaction or traced, it is `one`.
+ * `many` for the ids asked in the same moment: one statement, each caller its own row (or none:
+ * its 404), a failure only the failure of the reads it carried. A read that waited longer than
+ * the pool's queue time-out for its statement is not sent (503, as a statement that waited for a
+ * connection). Elsewhere, in a transaction or traced, it is `one`.
  */
 export function prepareById<R extends { id: number }>(
   one: Prepared<R, [number]>,
   many: Prepared<R, [string]>,
 ): Prepared<R, [number]> {
   const batchers = new WeakMap<object, Batcher<number, R[]>>();
-  const batcherOf = (db: Db): Batcher<number, R[]> => {
+  const batcherOf = (db: Db, how: Gathering): Batcher<number, R[]> => {
     let batcher = batchers.get(db);
     if (batcher === undefined) {
+      const direct = how === 'direct';
       batcher = new Batcher<number, R[]>(
         async (ids) => {
+          if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
           const rows = await many(db, [...new Set(ids)].join(','));
           const byId = new Map(rows.map((row) => [row.id, row]));
           return ids.map((id) => {
@@ -182,13 +194,22 @@ export function prepareById<R extends { id: number }>(
             return row === undefined ? [] : [row];
           });
         },
-        { maxSize: GATHERED_MAX, maxInFlight: GATHERED_IN_FLIGHT },
+        {
+          maxSize: GATHERED_MAX,
+          maxInFlight: GATHERED_IN_FLIGHT,
+          immediate: direct,
+          maxWaitMs: queueTimeoutOf(db),
+          expired: () => new Overloaded('queue'),
+        },
       );
       batchers.set(db, batcher);
     }
     return batcher;
   };
-  const run = (db: Db, id: number): Promise<R[]> => (gathering.has(db) ? batcherOf(db).call(id) : one(db, id));
+  const run = (db: Db, id: number): Promise<R[]> => {
+    const how = gathering.get(db);
+    return how === undefined ? one(db, id) : batcherOf(db, how).call(id);
+  };
   return Object.assign(run, { statement: (db: Db, id: number) => one.statement(db, id) });
 }
 
