@@ -6,6 +6,7 @@ import { parse as parseQuery } from 'node:querystring';
 import { requestPath, requestQuery, withoutQuery } from '../request-url.js';
 import { routeOptionsOf } from '../request-context.js';
 import type { Method, RouteTable } from '../route-table.js';
+import { lingerOnClose } from './lingering-close.js';
 import { INTERNAL_ERROR_DETAIL } from './problem-types.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
 
@@ -100,6 +101,8 @@ async function problems(app: FastifyInstance, { routes }: { routes: RouteTable }
     } catch {
       request.log.error('unhandled error (it could not be rendered or logged)');
     }
+    // Refused before its body has all come: the client is still sending (lingering-close.ts).
+    if ((error as { code?: unknown }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') lingerOnClose(request.raw.socket);
     return sendProblem(reply, problem);
   });
 
