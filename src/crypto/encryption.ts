@@ -2,22 +2,41 @@
 // Webhook secrets and the answers stored under an Idempotency-Key are kept in the database
 // encrypted with AES-256-GCM under ENCRYPTION_KEY; a dump or a backup reveals none of them.
 //
-// A stored value is `enc1.<key id>.<base64url of iv ‖ ciphertext ‖ tag>`: the key id (8
+// A stored value is `enc2.<key id>.<base64url of iv ‖ ciphertext ‖ tag>`: the key id (8
 // characters derived from the key) says which key decrypts it, so that during a rotation
 // (ENCRYPTION_KEY new, ENCRYPTION_KEY_PREVIOUS the old one) both decrypt and the values under the
 // old key are re-encrypted in the background (reencrypt.ts). The additional data names what the
-// value is (`purpose`): a ciphertext copied to another column does not decrypt there.
+// value is (`purpose`) and the row it belongs to (`binding`: the subscription's id; the
+// Idempotency-Key's subject and key): a ciphertext copied to another column, or to another row,
+// does not decrypt there. Values of the earlier form, `enc1`, bound to their purpose only, are
+// still read, and the background pass rewrites them in the current form.
 //
 // Idempotency fingerprints are HMAC-SHA256 under a key derived from ENCRYPTION_KEY (HKDF), not
 // plain hashes: the bodies they fingerprint hold passwords, which a plain SHA-256 would let a
 // database reader guess at hash speed.
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
-const PREFIX = 'enc1';
+const PREFIX = 'enc2';
+/** The earlier form: its additional data is the purpose alone. */
+const LEGACY_PREFIX = 'enc1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
 export type Purpose = 'webhook-secret' | 'idempotency-answer';
+
+/** The row a webhook subscription's secret (and previous secret) belongs to. */
+export function subscriptionBinding(id: number): string {
+  return `webhook subscription ${id}`;
+}
+
+/** The row a stored Idempotency-Key answer belongs to: its subject and key. */
+export function answerBinding(subject: string, key: string): string {
+  return `idempotency key ${JSON.stringify([subject, key])}`;
+}
+
+function additionalData(purpose: Purpose, binding: string): Buffer {
+  return Buffer.from(`${purpose}\n${binding}`);
+}
 
 interface Key {
   id: string;
@@ -59,15 +78,25 @@ export class Encryption {
     return this.current.id;
   }
 
-  /** Whether `stored` is encrypted under the current key (anything else is re-encrypted). */
-  isCurrent(stored: string): boolean {
-    return stored.startsWith(`${PREFIX}.${this.current.id}.`);
+  /** How every value stored in the current form under the current key begins. */
+  get currentPrefix(): string {
+    return `${PREFIX}.${this.current.id}.`;
   }
 
-  encrypt(plaintext: string, purpose: Purpose): string {
+  /** Whether a previous key is configured (a rotation under way). */
+  get rotating(): boolean {
+    return this.keys.size > 1;
+  }
+
+  /** Whether `stored` is in the current form under the current key (anything else is re-encrypted). */
+  isCurrent(stored: string): boolean {
+    return stored.startsWith(this.currentPrefix);
+  }
+
+  encrypt(plaintext: string, purpose: Purpose, binding: string): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.current.secret, iv);
-    cipher.setAAD(Buffer.from(purpose));
+    cipher.setAAD(additionalData(purpose, binding));
     const body = Buffer.concat([iv, cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
     return `${PREFIX}.${this.current.id}.${body.toString('base64url')}`;
   }
@@ -76,8 +105,9 @@ export class Encryption {
    * The plaintext of a stored value. A value that is not in the encrypted form is returned as
    * it is: a row written before encryption was introduced, which the background pass encrypts.
    */
-  decrypt(stored: string, purpose: Purpose): string {
-    if (!stored.startsWith(`${PREFIX}.`)) return stored;
+  decrypt(stored: string, purpose: Purpose, binding: string): string {
+    const legacy = stored.startsWith(`${LEGACY_PREFIX}.`);
+    if (!legacy && !stored.startsWith(`${PREFIX}.`)) return stored;
     const [, keyId, data] = stored.split('.');
     const key = keyId === undefined ? undefined : this.keys.get(keyId);
     if (key === undefined || data === undefined)
@@ -85,7 +115,7 @@ export class Encryption {
     const body = Buffer.from(data, 'base64url');
     if (body.length < IV_BYTES + TAG_BYTES) throw new UndecryptableError('the value is cut short');
     const decipher = createDecipheriv('aes-256-gcm', key.secret, body.subarray(0, IV_BYTES));
-    decipher.setAAD(Buffer.from(purpose));
+    decipher.setAAD(legacy ? Buffer.from(purpose) : additionalData(purpose, binding));
     decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
     try {
       return Buffer.concat([
@@ -93,7 +123,7 @@ export class Encryption {
         decipher.final(),
       ]).toString('utf8');
     } catch {
-      throw new UndecryptableError('the value does not authenticate under its key');
+      throw new UndecryptableError('the value does not authenticate under its key, for its row');
     }
   }
 

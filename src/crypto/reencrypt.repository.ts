@@ -67,3 +67,20 @@ export async function rewriteAnswerBodies(db: Db, rows: readonly (AnswerRow & { 
   }
   return written;
 }
+
+/** Whether a pass that left every value with `prefix` has finished (encryption_passes). */
+export async function passFinished(db: Db, prefix: string): Promise<boolean> {
+  const { rows } = await sql<{ one: number }>`select 1 as one from encryption_passes where prefix = ${prefix}`.execute(
+    db,
+  );
+  return rows.length > 0;
+}
+
+/** Records a finished pass (the latest one's times, if several instances finish one). */
+export async function recordPass(db: Db, prefix: string, startedAt: Date): Promise<void> {
+  await sql`
+    insert into encryption_passes (prefix, started_at, finished_at) values (${prefix}, ${startedAt}, now())
+    on conflict (prefix) do update set started_at = excluded.started_at, finished_at = excluded.finished_at`.execute(
+    db,
+  );
+}

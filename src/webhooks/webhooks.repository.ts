@@ -3,8 +3,25 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { NewWebhookSubscriptionRow, WebhookSubscriptionRow } from './webhooks.table.js';
 
-export function insertSubscription(db: Db, row: NewWebhookSubscriptionRow): Promise<WebhookSubscriptionRow> {
-  return db.insertInto('webhook_subscriptions').values(row).returningAll().executeTakeFirstOrThrow();
+/**
+ * Inserts a subscription whose secret is sealed for its own id (`seal`, crypto/encryption.ts:
+ * the ciphertext is bound to the row): the id is drawn from the table's sequence first.
+ */
+export async function insertSubscription(
+  db: Db,
+  row: Pick<NewWebhookSubscriptionRow, 'url' | 'events' | 'description'>,
+  seal: (id: number) => string,
+): Promise<WebhookSubscriptionRow> {
+  const { rows: drawn } = await sql<{ id: number }>`
+    select nextval(pg_get_serial_sequence('webhook_subscriptions', 'id')) as id`.execute(db);
+  const id = Number(drawn[0]?.id);
+  const { rows } = await sql<WebhookSubscriptionRow>`
+    insert into webhook_subscriptions (id, url, events, description, secret) overriding system value
+    values (${id}, ${row.url}, ${row.events}, ${row.description ?? null}, ${seal(id)})
+    returning *`.execute(db);
+  const [inserted] = rows;
+  if (inserted === undefined) throw new Error('the subscription was not inserted');
+  return inserted;
 }
 
 export function findSubscription(db: Db, id: number): Promise<WebhookSubscriptionRow | undefined> {

@@ -2,7 +2,7 @@
 // secret made here and shown once (and again at each rotation).
 import { randomBytes } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
-import type { Encryption } from '../crypto/encryption.js';
+import { subscriptionBinding, type Encryption } from '../crypto/encryption.js';
 import type { Db } from '../db/database.js';
 import { EntityNotFound, Forbidden, InvalidField } from '../errors.js';
 import { pageWindow, type PageOf } from '../page.js';
@@ -67,12 +67,11 @@ export async function createSubscription(
   assertAdmin(caller);
   await assertUrl(input.url, policy);
   const secret = newSecret();
-  const row = await repo.insertSubscription(db, {
-    url: input.url,
-    events: [...new Set(input.events)],
-    description: input.description ?? null,
-    secret: policy.encryption.encrypt(secret, 'webhook-secret'),
-  });
+  const row = await repo.insertSubscription(
+    db,
+    { url: input.url, events: [...new Set(input.events)], description: input.description ?? null },
+    (id) => policy.encryption.encrypt(secret, 'webhook-secret', subscriptionBinding(id)),
+  );
   return { ...toSubscription(row), secret };
 }
 
@@ -132,7 +131,7 @@ export async function rotateSecret(db: Db, caller: Principal, id: number, policy
   const row = await repo.rotateSubscriptionSecret(
     db,
     id,
-    policy.encryption.encrypt(secret, 'webhook-secret'),
+    policy.encryption.encrypt(secret, 'webhook-secret', subscriptionBinding(id)),
     new Date(Date.now() + policy.secretOverlapHours * 3_600_000),
   );
   if (row === undefined) throw new EntityNotFound('Webhook subscription', id);

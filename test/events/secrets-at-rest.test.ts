@@ -12,6 +12,7 @@ import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { answerBinding } from '../../src/crypto/encryption.js';
 import { loadConfig } from '../../src/config.js';
 import { asAdmin, aUserRequest, createUser } from '../support/factories.js';
 import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
@@ -42,6 +43,8 @@ const settings = {
 };
 const { app } = await buildTestApp(settings);
 const api = asAdmin(app);
+/** The subject of the suite's admin token (test/support/tokens.ts). */
+const ADMIN_SUBJECT = '999999999';
 
 /** Every row of the tables that hold secrets, as text: what a dump would show. */
 async function dump(db: FastifyInstance['db']): Promise<string> {
@@ -78,6 +81,17 @@ async function deliveredSignedBy(name: string, id: number, secret: string): Prom
   ).not.toThrow();
 }
 
+/** Values of both tables not stored with `prefix` (the current form under the current key). */
+async function notInForm(prefix: string): Promise<string[]> {
+  const { rows } = await sql<{ value: string }>`
+    select secret as value from webhook_subscriptions where left(secret, ${prefix.length}) <> ${prefix}
+    union all select previous_secret from webhook_subscriptions
+     where previous_secret is not null and left(previous_secret, ${prefix.length}) <> ${prefix}
+    union all select body from idempotency_keys
+     where body is not null and left(body, ${prefix.length}) <> ${prefix} and expires_at > now()`.execute(app.db);
+  return rows.map((r) => r.value);
+}
+
 /** Another instance on the same database, with its own keys; closed by the caller. */
 async function instanceWith(env: Record<string, string | undefined>): Promise<FastifyInstance> {
   const base = testConfig(settings);
@@ -94,7 +108,7 @@ describe('a subscription secret', () => {
     expect(text).not.toContain(sub.secret.slice('whsec_'.length));
     const { rows } = await sql<{ secret: string }>`
       select secret from webhook_subscriptions where id = ${sub.id}`.execute(app.db);
-    expect(rows[0]!.secret).toMatch(/^enc1\.[\w-]{8}\./);
+    expect(rows[0]!.secret).toMatch(/^enc2\.[\w-]{8}\./);
 
     const replay = await api({
       method: 'POST',
@@ -123,6 +137,93 @@ describe('a subscription secret', () => {
   });
 });
 
+describe('a ciphertext moved to another row', () => {
+  it("does not sign another subscription's deliveries: a secret copied into its row does not decrypt there", async () => {
+    const from = await subscribe(api, 'copied-from');
+    const into = await subscribe(api, 'copied-into');
+    await sql`
+      update webhook_subscriptions set secret = (select secret from webhook_subscriptions where id = ${from.id})
+       where id = ${into.id}`.execute(app.db);
+    const user = await createUser(app);
+    await deliveredSignedBy('copied-from', user.id, from.secret);
+    const failed = await until('the failed attempt', async () => {
+      const page = await api({ method: 'GET', url: `/api/v1/webhook-subscriptions/${into.id}/deliveries` });
+      return page.json<{ content: { lastError: string | null }[] }>().content.find((d) => d.lastError !== null);
+    });
+    expect(failed.lastError).toContain('cannot decrypt');
+    expect(received.filter((r) => r.path === '/hook/copied-into')).toEqual([]);
+
+    await api({ method: 'DELETE', url: `/api/v1/webhook-subscriptions/${into.id}` });
+  });
+
+  it("does not replay under another key: an answer copied into another key's row is refused, not sent", async () => {
+    const keyed = async (key: string, payload: Record<string, unknown>) => {
+      const made = await api({
+        method: 'POST',
+        url: '/api/v1/users',
+        headers: { 'idempotency-key': `"${key}"` },
+        payload,
+      });
+      expect(made.statusCode, made.body).toBe(201);
+      return made;
+    };
+    const [a, b] = [randomUUID(), randomUUID()];
+    const own = aUserRequest();
+    const first = await keyed(a, aUserRequest());
+    await keyed(b, own);
+    await sql`
+      update idempotency_keys set body = (select body from idempotency_keys where subject = ${ADMIN_SUBJECT} and key = ${a})
+       where subject = ${ADMIN_SUBJECT} and key = ${b}`.execute(app.db);
+    const replay = await api({
+      method: 'POST',
+      url: '/api/v1/users',
+      headers: { 'idempotency-key': `"${b}"` },
+      payload: own,
+    });
+    expect(replay.body).not.toBe(first.body);
+    expect(replay.statusCode, replay.body).toBe(503);
+    await sql`delete from idempotency_keys where subject = ${ADMIN_SUBJECT} and key = ${b}`.execute(app.db);
+  });
+});
+
+describe('the background pass', () => {
+  it('leaves a value no configured key decrypts as it is, rewrites the rest, and records no finished pass', async () => {
+    const { rows: made } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret)
+      values (${urlOf('lost-key')}, ${['user.created']}, ${'enc2.AAAAAAAA.' + randomBytes(40).toString('base64url')})
+      returning id`.execute(app.db);
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
+    await sql`
+      insert into webhook_subscriptions (url, events, secret) values (${urlOf('in-clear')}, ${['user.created']}, ${secret})`.execute(
+      app.db,
+    );
+    await sql`delete from encryption_passes`.execute(app.db);
+    const next = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    expect(await next.secretsReencrypted).toMatchObject({ subscriptions: 1, undecryptable: 1 });
+    expect(await dump(app.db)).not.toContain(secret.slice('whsec_'.length));
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from encryption_passes`.execute(app.db);
+    expect(rows[0]!.n).toBe(0);
+    await next.close();
+    await sql`delete from webhook_subscriptions where id = ${made[0]!.id}`.execute(app.db);
+  });
+
+  it('reads only its record at a start after a finished pass, with no previous key configured', async () => {
+    const first = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    expect(await first.secretsReencrypted).not.toHaveProperty('undecryptable');
+    await first.close();
+    // Written behind its back, in clear: a start that walked the tables would encrypt it.
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
+    const { rows } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret) values (${urlOf('unseen')}, ${['user.created']}, ${secret})
+      returning id`.execute(app.db);
+    const second = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    expect(await second.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0, skipped: true });
+    expect(await dump(app.db)).toContain(secret.slice('whsec_'.length));
+    await second.close();
+    await sql`delete from webhook_subscriptions where id = ${rows[0]!.id}`.execute(app.db);
+  });
+});
+
 describe('a request sent with an Idempotency-Key', () => {
   it('is fingerprinted by an HMAC: the stored fingerprint is not the hash of the request, so passwords cannot be guessed from it', async () => {
     const key = randomUUID();
@@ -139,7 +240,7 @@ describe('a request sent with an Idempotency-Key', () => {
     const plain = createHash('sha256').update('POST /api/v1/users\n').update(body).digest('base64url');
     expect(rows[0]!.fingerprint).not.toBe(plain);
     expect(rows[0]!.fingerprint).toMatch(/^h1\.[\w-]{8}\.[\w-]{43}$/);
-    expect(rows[0]!.body).toMatch(/^enc1\./);
+    expect(rows[0]!.body).toMatch(/^enc2\./);
     expect(rows[0]!.body).not.toContain(created.json<{ email: string }>().email);
     // The same request replays; another body under the key is still told apart.
     const again = await api({
@@ -179,6 +280,8 @@ describe('ENCRYPTION_KEY', () => {
       values ('999999999', ${key}, ${fingerprint}, 201, '{"content-type":"application/json; charset=utf-8"}', ${answer},
               now() + interval '1 hour')`.execute(app.db);
 
+    // As a database of that version: no pass recorded (the table came with this version).
+    await sql`delete from encryption_passes`.execute(app.db);
     const upgraded = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
     const counts = await upgraded.secretsReencrypted;
     expect(counts).toMatchObject({ subscriptions: 1, answers: 1 });
@@ -223,7 +326,8 @@ describe('ENCRYPTION_KEY', () => {
     // A fingerprint made under the old key cannot be checked any more (an HMAC is not
     // re-encrypted): the old key goes once IDEMPOTENCY_TTL_HOURS have passed since the rotation.
     const after = await instanceWith({ ENCRYPTION_KEY: next });
-    expect(await after.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
+    expect(await after.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0, skipped: true });
+    expect(await notInForm(after.encryption.currentPrefix)).toEqual([]);
     const replayed = await asAdmin(after)({
       method: 'POST',
       url: '/api/v1/webhook-subscriptions',
@@ -234,7 +338,9 @@ describe('ENCRYPTION_KEY', () => {
     expect(replayed.body).toBe(during.made.body);
     const { rows } = await sql<{ body: string }>`
       select body from idempotency_keys where key = ${sub.key.slice(1, -1)}`.execute(app.db);
-    expect(after.encryption.decrypt(rows[0]!.body, 'idempotency-answer')).toBe(sub.made.body);
+    expect(
+      after.encryption.decrypt(rows[0]!.body, 'idempotency-answer', answerBinding(ADMIN_SUBJECT, sub.key.slice(1, -1))),
+    ).toBe(sub.made.body);
     await app.close(); // the old instance (old key only) stops sending
     const later = await createUser(after);
     await deliveredSignedBy('rotation', later.id, sub.secret);

@@ -3,6 +3,7 @@
 // private network are refused (SSRF). Host names are resolved by a stand-in that answers from a
 // table: no test here asks a DNS server or sends a packet anywhere.
 import { sql } from 'kysely';
+import { subscriptionBinding } from '../../src/crypto/encryption.js';
 import { describe, expect, it } from 'vitest';
 import { isPublicAddress } from '../../src/webhooks/address-guard.js';
 import { asAdmin } from '../support/factories.js';
@@ -127,8 +128,10 @@ describe('managing subscriptions', () => {
              extract(epoch from previous_secret_expires_at - now()) / 3600 as hours
         from webhook_subscriptions where id = ${first.id}`.execute(app.db);
     // Stored encrypted (docs/webhooks.md, "Secrets at rest"): the new one current, the old one kept.
-    expect(app.encryption.decrypt(rows[0]!.secret, 'webhook-secret')).toBe(second);
-    expect(app.encryption.decrypt(rows[0]!.previous_secret, 'webhook-secret')).toBe(first.secret);
+    expect(app.encryption.decrypt(rows[0]!.secret, 'webhook-secret', subscriptionBinding(first.id))).toBe(second);
+    expect(app.encryption.decrypt(rows[0]!.previous_secret, 'webhook-secret', subscriptionBinding(first.id))).toBe(
+      first.secret,
+    );
     expect(Number(rows[0]!.hours)).toBeGreaterThan(23.9);
     expect(Number(rows[0]!.hours)).toBeLessThanOrEqual(24);
   });

@@ -32,6 +32,7 @@ import {
   type StoredOutcome,
 } from './idempotency.repository.js';
 import { DatabaseUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused, InvalidIdempotencyKey } from '../../errors.js';
+import { answerBinding } from '../../crypto/encryption.js';
 import { withoutQuery } from '../request-url.js';
 import { requestDb } from '../../tracing/http-spans.js';
 
@@ -61,6 +62,8 @@ interface KeyedRequest {
   parts: [string, string];
   /** Set once the answer is sent: a transaction opened after that is rolled back at once. */
   done: boolean;
+  /** The row its answer is stored in (its subject and key), which the ciphertext is bound to. */
+  binding: string;
 }
 
 type WithState = FastifyRequest & { [kKeyed]?: KeyedRequest; [kRawBody]?: string };
@@ -115,10 +118,10 @@ async function idempotency(app: FastifyInstance): Promise<void> {
    * is gone) cannot be replayed, and running the request again could do it twice: 503, and the
    * operator is told why.
    */
-  function readStored(request: FastifyRequest, body: string | null): string | null {
+  function readStored(request: FastifyRequest, body: string | null, binding: string): string | null {
     if (body === null) return null;
     try {
-      return encryption.decrypt(body, 'idempotency-answer');
+      return encryption.decrypt(body, 'idempotency-answer', binding);
     } catch (error) {
       request.log.error({ err: error }, 'a stored Idempotency-Key answer cannot be decrypted');
       throw new DatabaseUnavailable({ cause: error });
@@ -132,7 +135,12 @@ async function idempotency(app: FastifyInstance): Promise<void> {
     if (key === undefined) throw new InvalidIdempotencyKey();
 
     const parts = fingerprinted(request);
-    const state: KeyedRequest = { fingerprint: encryption.fingerprint(parts), parts, done: false };
+    const state: KeyedRequest = {
+      fingerprint: encryption.fingerprint(parts),
+      parts,
+      done: false,
+      binding: answerBinding(request.principal.subject, key),
+    };
     (request as WithState)[kKeyed] = state;
     const { keyed, state: found } = await beginKeyed(requestDb(request, db), request.principal.subject, key);
     if (state.done) {
@@ -145,7 +153,7 @@ async function idempotency(app: FastifyInstance): Promise<void> {
       await rollbackKeyed(keyed);
       if (!encryption.fingerprintMatches(found.outcome.fingerprint, state.fingerprint, parts))
         throw new IdempotencyKeyReused();
-      return replay(reply, { ...found.outcome, body: readStored(request, found.outcome.body) });
+      return replay(reply, { ...found.outcome, body: readStored(request, found.outcome.body, state.binding) });
     }
     state.keyed = keyed;
   };
@@ -169,7 +177,7 @@ async function idempotency(app: FastifyInstance): Promise<void> {
       if (value !== undefined) headers[name] = String(value);
     }
     const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString() : null;
-    const sealed = body === null ? null : encryption.encrypt(body, 'idempotency-answer');
+    const sealed = body === null ? null : encryption.encrypt(body, 'idempotency-answer', state.binding);
     await commitKeyed(
       keyed,
       { fingerprint: state.fingerprint, status, headers, body: sealed },

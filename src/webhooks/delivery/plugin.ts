@@ -4,6 +4,7 @@
 // delivery: they only insert rows, and wake the dispatcher after they commit.
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { subscriptionBinding } from '../../crypto/encryption.js';
 import { notificationsOf } from '../../db/notifications.js';
 import { onWriteResponse } from '../../http/write-hooks.js';
 import { Dispatcher } from './dispatcher.js';
@@ -36,7 +37,7 @@ async function webhookDelivery(app: FastifyInstance): Promise<void> {
           allowPrivateNetworks,
           resolveHost: app.resolveHost,
           source: `${app.config.baseUrl}/api/v1`,
-          decrypt: (stored) => app.encryption.decrypt(stored, 'webhook-secret'),
+          decrypt: (stored, id) => app.encryption.decrypt(stored, 'webhook-secret', subscriptionBinding(id)),
         }),
         handoff,
         timeoutMs,

@@ -59,8 +59,8 @@ export interface SenderOptions {
   resolveHost: ResolveHost;
   /** The CloudEvents `source`: `<BASE_URL>/api/v1`. */
   source: string;
-  /** The plain text of a stored (encrypted) secret. */
-  decrypt: (stored: string) => string;
+  /** The plain text of a stored (encrypted) secret of the subscription `subscriptionId`. */
+  decrypt: (stored: string, subscriptionId: number) => string;
 }
 
 export class Sender {
@@ -99,8 +99,8 @@ export class Sender {
         d.previous_secret !== null &&
         d.previous_secret_expires_at !== null &&
         d.previous_secret_expires_at.getTime() > Date.now()
-          ? [this.#plain(d.secret), this.#plain(d.previous_secret)]
-          : [this.#plain(d.secret)];
+          ? [this.#plain(d.secret, d.subscription_id), this.#plain(d.previous_secret, d.subscription_id)]
+          : [this.#plain(d.secret, d.subscription_id)];
       const target = targetOf(d.url);
       if (!allowPrivateNetworks && target.privateLiteral !== undefined) {
         throw new RefusedAddress(`refused to connect: ${target.privateLiteral} is not a public address`);
@@ -144,12 +144,13 @@ export class Sender {
   }
 
   /** Secrets are stored encrypted (crypto/encryption.ts); each stored value is decrypted once. */
-  #plain(stored: string): string {
-    let plain = this.#secrets.get(stored);
+  #plain(stored: string, subscriptionId: number): string {
+    const cached = `${subscriptionId} ${stored}`;
+    let plain = this.#secrets.get(cached);
     if (plain === undefined) {
-      plain = this.#options.decrypt(stored);
+      plain = this.#options.decrypt(stored, subscriptionId);
       if (this.#secrets.size >= 1000) this.#secrets.clear();
-      this.#secrets.set(stored, plain);
+      this.#secrets.set(cached, plain);
     }
     return plain;
   }
