@@ -10,6 +10,9 @@
 //   anchors.ts pglite-named <port> <seed>
 //                                      the same through the service's own PGlite statement path
 //                                      (a named statement, one exchange per query: pglite-statements.ts)
+//   anchors.ts express <port> <url>    one user by primary key the common way: Express 5 and
+//                                      node-postgres (pg.Pool of 10, a named prepared statement),
+//                                      res.json(): what a typical Node API does for the same answer
 //   anchors.ts fastify <port>          the liveness probe's answer from a bare Fastify route, with the
 //                                      six headers every answer carries (request id, nosniff, Vary, two
 //                                      CORS headers, Cache-Control) and nothing else: the floor of the
@@ -92,6 +95,27 @@ if (kind === 'http') {
       () => res.writeHead(500).end(),
     );
   }).listen(port, '127.0.0.1', ready);
+} else if (kind === 'express') {
+  const { default: express } = await import('express');
+  const { default: pg } = await import('pg');
+  const pool = new pg.Pool({ connectionString: arg ?? '', max: 10 });
+  const app = express();
+  app.get('/api/v1/users/:id', (req, res) => {
+    pool
+      .query<UserRow>({
+        name: 'user-by-id',
+        text: 'select id, name, email, created_at from users where id = $1',
+        values: [Number(req.params.id)],
+      })
+      .then(
+        ({ rows: [r] }) => {
+          if (r === undefined) res.status(404).end();
+          else res.json({ id: Number(r.id), name: r.name, email: r.email, createdAt: r.created_at.toISOString() });
+        },
+        () => res.status(500).end(),
+      );
+  });
+  app.listen(port, '127.0.0.1', ready);
 } else if (kind === 'fastify') {
   const { randomUUID } = await import('node:crypto');
   const { default: Fastify } = await import('fastify');

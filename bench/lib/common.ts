@@ -279,13 +279,13 @@ export interface Measurement {
   requests: number;
 }
 
-export function wrk(server: Server, lua: string, seconds: number): Promise<Measurement> {
+export function wrk(server: Server, lua: string, seconds: number, connections = CONNECTIONS): Promise<Measurement> {
   return new Promise((resolve, reject) => {
     const before = { server: cpuTicks(server.pid), pg: postgresTicks() };
     const [command, ...rest] = pin(LOAD_CORE, [
       'wrk',
       '-t1',
-      `-c${CONNECTIONS}`,
+      `-c${connections}`,
       `-d${seconds}s`,
       '--timeout',
       '10s',
@@ -440,6 +440,8 @@ export interface Case {
   name: string;
   slot: Slot;
   lua: string;
+  /** wrk's connections for this case (default BENCH_CONNECTIONS). */
+  connections?: number;
   anchor?: string;
   /** The ratio this case must reach against its anchor (issue: performance under sustained load). */
   target?: number;
@@ -448,6 +450,21 @@ export interface Case {
    * table, so that what the service adds can be told from what its stack or its queries cost.
    */
   alsoAgainst?: string;
+  /** The ratio the case must reach against `alsoAgainst`. */
+  alsoTarget?: number;
+}
+
+/**
+ * The service as built from git `ref`, in a worktree of the bench's work directory (the same
+ * node_modules), with `patch` applied if given: dist/src/server.js of that build.
+ */
+export function buildAt(ref: string, name: string, patch?: string): string {
+  const dir = join(work, name);
+  execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT, stdio: 'ignore' });
+  if (patch !== undefined) execFileSync('git', ['apply', patch], { cwd: dir, stdio: 'inherit' });
+  execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
+  return join(dir, 'dist/src/server.js');
 }
 
 /**

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import {
   CONNECTIONS,
   type Case,
@@ -7,6 +9,7 @@ import {
   type Measurement,
   ONLY,
   POOL,
+  ROOT,
   PRODUCTS,
   ROUNDS,
   SERVER_CORE,
@@ -14,6 +17,7 @@ import {
   USERS,
   WARM_UP,
   anchor,
+  buildAt,
   byId,
   f0,
   f1,
@@ -25,6 +29,8 @@ import {
   script,
   seed,
   service,
+  serviceEnv,
+  startServer,
   stopServer,
   table,
   vacuumAnalyze,
@@ -65,6 +71,19 @@ export async function ratios(): Promise<void> {
   const liteAnchor = new Slot(() => anchor('anchor-pglite', 18085, 'pglite', String(USERS)), true);
   const namedAnchor = new Slot(() => anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS)), true);
   const fastifyAnchor = new Slot(() => anchor('anchor-fastify', 18091, 'fastify'), true);
+  const expressAnchor = new Slot(() => anchor('anchor-express', 18092, 'express', DB_URL), true);
+  // BENCH_BASELINE=<git ref>: the same GET cases on that ref's build too (an A/B in one run).
+  const baselineRef = process.env.BENCH_BASELINE;
+  const baselineScript = baselineRef === undefined ? undefined : buildAt(baselineRef, 'baseline');
+  const baseline =
+    baselineScript === undefined
+      ? undefined
+      : new Slot(
+          () =>
+            startServer('service-baseline', 18093, ['--enable-source-maps', baselineScript], serviceEnv(18093, pgEnv)),
+          true,
+        );
+  const byIdLua = script('get-by-id', byId('/api/v1/users/', USERS));
 
   const cases: Case[] = [
     { name: 'anchor: node:http fixed JSON', slot: http, lua: script('fixed', byId('/api/v1/users/', USERS)) },
@@ -91,12 +110,55 @@ export async function ratios(): Promise<void> {
       lua: script('anchor-fastify', fixed('/api/public/health/live')),
     },
     {
+      name: 'anchor: Express 5 + node-postgres by id',
+      slot: expressAnchor,
+      lua: script('anchor-express', byId('/api/v1/users/', USERS)),
+    },
+    {
+      name: 'anchor: node:http + postgres.js by id, 1 connection',
+      slot: pgAnchor,
+      lua: byIdLua,
+      connections: 1,
+    },
+    {
       name: 'GET /api/v1/users/{id}',
       slot: pg,
-      lua: script('get-by-id', byId('/api/v1/users/', USERS)),
+      lua: byIdLua,
       anchor: 'anchor: node:http + postgres.js by id',
       target: 0.7,
+      alsoAgainst: 'anchor: Express 5 + node-postgres by id',
+      alsoTarget: 3.5,
     },
+    {
+      name: 'GET /api/v1/users/{id}, 1 connection',
+      slot: pg,
+      lua: byIdLua,
+      connections: 1,
+      anchor: 'anchor: node:http + postgres.js by id, 1 connection',
+    },
+    ...(baseline === undefined
+      ? []
+      : [
+          {
+            name: `GET /api/v1/users/{id}, ${baselineRef} build`,
+            slot: baseline,
+            lua: byIdLua,
+            anchor: 'anchor: node:http + postgres.js by id',
+          },
+          {
+            name: `GET /api/v1/users/{id}, 1 connection, ${baselineRef} build`,
+            slot: baseline,
+            lua: byIdLua,
+            connections: 1,
+            anchor: 'anchor: node:http + postgres.js by id, 1 connection',
+          },
+          {
+            name: `GET /api/products/{id} → 304, ${baselineRef} build`,
+            slot: baseline,
+            lua: script('not-modified', notModified(PRODUCTS)),
+            anchor: 'anchor: node:http + postgres.js by id',
+          },
+        ]),
     {
       name: 'GET /api/v1/users/{id}, in-process quotas vs off',
       slot: pg,
@@ -157,8 +219,8 @@ export async function ratios(): Promise<void> {
     if (round > 1) await vacuumAnalyze(); // the last round's orders
     for (const slot of slots) await slot.restart();
     for (const c of cases) {
-      await wrk(c.slot.server, c.lua, WARM_UP); // its own load, unmeasured: the JIT's work stays out
-      const m = await wrk(c.slot.server, c.lua, DURATION);
+      await wrk(c.slot.server, c.lua, WARM_UP, c.connections); // its own load, unmeasured: the JIT's work stays out
+      const m = await wrk(c.slot.server, c.lua, DURATION, c.connections);
       results.set(c.name, [...(results.get(c.name) ?? []), m]);
       console.log(
         `round ${round}/${ROUNDS}  ${c.name}: ${f0(m.rps)} req/s, p99 ${f1(m.p99)} ms, ${f0(m.serverUs)} µs server + ${f0(m.postgresUs)} µs PostgreSQL per request`,
@@ -203,18 +265,23 @@ export async function ratios(): Promise<void> {
       p99ok,
     ]);
     const also = c.alsoAgainst === undefined ? undefined : summary.get(c.alsoAgainst);
-    if (c.alsoAgainst !== undefined && also !== undefined)
+    if (c.alsoAgainst !== undefined && also !== undefined) {
+      const alsoOk = c.alsoTarget === undefined || s.rps / also.rps >= c.alsoTarget;
+      if (!alsoOk) failed++;
       rows.push([
         `  the same, against ${c.alsoAgainst.replace(/^anchor: /, '')}`,
         ...figures,
         `${f2(s.rps / also.rps)}×`,
-        '',
+        c.alsoTarget === undefined ? '' : `≥ ${c.alsoTarget}× ${alsoOk ? 'yes' : 'NO'}`,
         '',
       ]);
+    }
   }
   console.log(
     `\nwrk: ${CONNECTIONS} connections on core ${LOAD_CORE}; servers on core ${SERVER_CORE}; ${postgresPlace}; ${DURATION} s × ${ROUNDS} interleaved rounds (medians); pool ${POOL}; Node ${process.version}; production features on (token check, CORS, info logging to a file, metrics)\n`,
   );
   console.log(table(rows));
   console.log(failed === 0 ? '\nevery ratio meets its target' : `\n${failed} case(s) miss their target`);
+  if (baselineScript !== undefined)
+    execFileSync('git', ['worktree', 'remove', '--force', join(baselineScript, '../../..')], { cwd: ROOT });
 }
