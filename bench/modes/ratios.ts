@@ -72,9 +72,12 @@ export async function ratios(): Promise<void> {
   const namedAnchor = new Slot(() => anchor('anchor-pglite-named', 18089, 'pglite-named', String(USERS)), true);
   const fastifyAnchor = new Slot(() => anchor('anchor-fastify', 18091, 'fastify'), true);
   const expressAnchor = new Slot(() => anchor('anchor-express', 18092, 'express', DB_URL), true);
-  // BENCH_BASELINE=<git ref>: the same GET cases on that ref's build too (an A/B in one run).
+  // BENCH_BASELINE=<git ref>: the same GET cases on that ref's build too (an A/B in one run), with
+  // BENCH_BASELINE_PATCH (a diff) applied if given. It runs on the same database: its migrations
+  // must be those of this build, or a prefix of them.
   const baselineRef = process.env.BENCH_BASELINE;
-  const baselineScript = baselineRef === undefined ? undefined : buildAt(baselineRef, 'baseline');
+  const baselineScript =
+    baselineRef === undefined ? undefined : buildAt(baselineRef, 'baseline', process.env.BENCH_BASELINE_PATCH);
   const baseline =
     baselineScript === undefined
       ? undefined

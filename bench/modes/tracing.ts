@@ -54,10 +54,21 @@ const SAMPLED = (process.env.BENCH_TRACING_SAMPLED ?? '0.1').split(',').map((r) 
 export async function tracingCost(): Promise<void> {
   const sink = await otlpSink();
   const ref = process.env.BENCH_TRACING_BASELINE;
+  const patch = join(ROOT, 'bench/patches/without-tracing.patch');
+  if (ref === undefined) {
+    // The patch takes out what GET by id runs for tracing: a change to a file it touches must carry it along.
+    try {
+      execFileSync('git', ['apply', '--check', patch], { cwd: ROOT, stdio: 'pipe' });
+    } catch (error) {
+      throw new Error(
+        `bench/patches/without-tracing.patch no longer applies to this tree: make it again (apply it with patch --fuzz in a worktree of HEAD, mend, git diff), or set BENCH_TRACING_BASELINE=<ref>\n${String((error as { stderr?: unknown }).stderr ?? error)}`,
+        { cause: error },
+      );
+    }
+  }
   const dir = join(work, 'baseline');
   execFileSync('git', ['worktree', 'add', '--detach', dir, ref ?? 'HEAD'], { cwd: ROOT, stdio: 'ignore' });
-  if (ref === undefined)
-    execFileSync('git', ['apply', join(ROOT, 'bench/patches/without-tracing.patch')], { cwd: dir, stdio: 'inherit' });
+  if (ref === undefined) execFileSync('git', ['apply', patch], { cwd: dir, stdio: 'inherit' });
   execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
   execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
   const baseline: string = join(dir, 'dist/src/server.js');

@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_HITS_PER_CALL, RedisStore } from '../../src/http/rate-limit/redis-store.js';
 import { resolvedDocument } from '../support/openapi.js';
+import { required } from '../support/required.js';
 import { buildTestApp, engine } from '../support/test-app.js';
 import { ADMIN, bearer } from '../support/tokens.js';
 import { aUserRequest } from '../support/factories.js';
@@ -234,7 +235,13 @@ try {
 }
 // The Redis tests do not depend on the database engine; they run once, in the embedded run.
 const runRedis = engine === 'pglite';
-if (runRedis && !redisUp) console.warn('SKIPPED rate-limit Redis tests: nothing listens on 127.0.0.1:6379');
+if (runRedis) {
+  required('test/http/rate-limit.test.ts (Redis)', redisUp ? undefined : 'nothing listens on 127.0.0.1:6379');
+  required(
+    'test/http/rate-limit.test.ts (a private redis-server)',
+    redisServer === undefined ? 'no redis-server on PATH' : undefined,
+  );
+}
 
 describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', async () => {
   if (!(runRedis && redisUp)) return; // collected even when skipped: connect to nothing then

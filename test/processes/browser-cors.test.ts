@@ -8,15 +8,16 @@ import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, engine } from '../support/test-app.js';
+import { required } from '../support/required.js';
 import { ADMIN } from '../support/tokens.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (engine === 'pglite' && !available) {
-  console.warn(
-    `\n*** SKIPPED test/processes/browser-cors.test.ts: no Chromium at ${CHROMIUM} (apt-get install -y chromium) ***\n`,
+const available =
+  engine !== 'pglite' ||
+  required(
+    'test/processes/browser-cors.test.ts',
+    existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install -y chromium)`,
   );
-}
 
 interface FetchResult {
   ok: boolean;

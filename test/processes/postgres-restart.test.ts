@@ -3,10 +3,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { aUserRequest, asAdmin } from '../support/factories.js';
 import { createPrivatePostgres, privatePostgresUnavailable } from '../support/private-postgres.js';
+import { required } from '../support/required.js';
 import { buildTestApp, engine } from '../support/test-app.js';
 
-const run = engine === 'postgres' && privatePostgresUnavailable === undefined;
-if (engine === 'postgres' && !run) console.warn(`SKIPPED postgres-restart.test.ts: ${privatePostgresUnavailable}`);
+const run = engine === 'postgres' && required('test/processes/postgres-restart.test.ts', privatePostgresUnavailable);
 
 describe.runIf(run)('a PostgreSQL restart under a running service', async () => {
   // A skipped suite's body still runs at collection: without this, every run of the embedded

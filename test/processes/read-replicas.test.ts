@@ -14,6 +14,7 @@ import {
   type ReplicatedPostgres,
 } from '../support/private-postgres.js';
 import { runServer, type ServerProcess } from '../support/process.js';
+import { required } from '../support/required.js';
 import { engine, testPostgres } from '../support/test-app.js';
 import { bearer } from '../support/tokens.js';
 
@@ -37,9 +38,12 @@ async function call(url: string, method: string, path: string, auth: string, bod
 }
 
 // Once per CI run: on the PostgreSQL pass without a pooler (the clusters are the test's own).
-describe.runIf(
-  engine === 'postgres' && testPostgres.pooler === 'none' && privatePostgresUnavailable === undefined && redisUp,
-)('read replicas', () => {
+const run =
+  engine === 'postgres' &&
+  testPostgres.pooler === 'none' &&
+  required('test/processes/read-replicas.test.ts', privatePostgresUnavailable) &&
+  required('test/processes/read-replicas.test.ts', redisUp ? undefined : `nothing listens on ${REDIS_URL}`);
+describe.runIf(run)('read replicas', () => {
   let pair: ReplicatedPostgres | undefined;
   const servers: ServerProcess[] = [];
   let a: string;
