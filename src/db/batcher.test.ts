@@ -81,6 +81,27 @@ describe('Batcher', () => {
     expect(await alone).toBe(60);
   });
 
+  it("with immediate, alone() runs the caller's own statement while there is room, and calls gather behind it", async () => {
+    const { batches, send, answerAll } = recorder();
+    const batcher = new Batcher(send, { maxSize: 10, maxInFlight: 1, immediate: true });
+    let finish: (value: string) => void = () => {};
+    const own = batcher.alone(() => new Promise<string>((resolve) => (finish = resolve)));
+    expect(own).toBeDefined();
+    // Its room is taken: the next one is not run alone, and calls wait for it to come back.
+    expect(batcher.alone(() => Promise.resolve('second'))).toBeUndefined();
+    const later = [1, 2].map((n) => batcher.call(n));
+    await turn();
+    expect(batches).toEqual([]);
+    finish('mine');
+    expect(await own).toBe('mine');
+    await settle();
+    expect(batches).toEqual([[1, 2]]);
+    answerAll();
+    expect(await Promise.all(later)).toEqual([10, 20]);
+    // Without immediate, never alone.
+    expect(new Batcher(send, { maxSize: 10, maxInFlight: 1 }).alone(() => Promise.resolve(0))).toBeUndefined();
+  });
+
   it('sends up to maxInFlight batches at once', async () => {
     const { batches, send, answerAll } = recorder();
     const batcher = new Batcher(send, { maxSize: 2, maxInFlight: 2 });

@@ -208,7 +208,9 @@ export function prepareById<R extends { id: number }>(
   };
   const run = (db: Db, id: number): Promise<R[]> => {
     const how = gathering.get(db);
-    return how === undefined ? one(db, id) : batcherOf(db, how).call(id);
+    if (how === undefined) return one(db, id);
+    const batcher = batcherOf(db, how);
+    return batcher.alone(() => one(db, id)) ?? batcher.call(id);
   };
   return Object.assign(run, { statement: (db: Db, id: number) => one.statement(db, id) });
 }
