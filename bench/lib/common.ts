@@ -343,14 +343,23 @@ export async function recreateDatabase(): Promise<void> {
 }
 
 export async function call(port: number, method: string, path: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(`http://127.0.0.1:${port}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  const send = () =>
+    fetch(`http://127.0.0.1:${port}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${TOKEN}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  let response = await send();
+  // As a well-behaved client does: a 503 with Retry-After (the service shed it, unstarted: a burst
+  // of password hashes can do that on the embedded engine) is sent again after the wait.
+  for (let tries = 1; response.status === 503 && response.headers.has('retry-after') && tries < 10; tries++) {
+    await response.body?.cancel();
+    await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after')) * 1000));
+    response = await send();
+  }
   if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`);
   const text = await response.text();
   return text === '' ? undefined : (JSON.parse(text) as unknown);
