@@ -102,7 +102,8 @@ async function problems(app: FastifyInstance, { routes }: { routes: RouteTable }
       request.log.error('unhandled error (it could not be rendered or logged)');
     }
     // Refused before its body has all come: the client is still sending (lingering-close.ts).
-    if ((error as { code?: unknown }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') lingerOnClose(request.raw.socket);
+    // (Read from the problem, not the error: an error whose every property throws reaches here too.)
+    if (problem.status === 413) lingerOnClose(request.raw.socket);
     return sendProblem(reply, problem);
   });
 
