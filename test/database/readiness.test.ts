@@ -21,7 +21,7 @@ describe.runIf(engine === 'postgres')('readiness while the pool is busy', async 
     const slow = sql`select pg_sleep(2)`.execute(app.db);
     const probe = await ready();
     expect(probe.status, probe.body).toBe(200);
-    expect(probe.ms).toBeLessThan(500);
+    expect(probe.ms).toBeLessThan(1500); // the statement in flight takes 2 s: the probe did not wait for it
     await slow;
   });
 

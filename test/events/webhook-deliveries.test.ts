@@ -694,7 +694,8 @@ describe('a receiver that does not answer', async () => {
     await until('the other delivery', () =>
       at('/ok/beside').some((r) => r.body.includes(`"subject":"users/${second.id}"`)),
     );
-    expect(Date.now() - sent).toBeLessThan(2000);
+    // Well inside the 5-s time-out of the hanging one, which a delivery waiting behind it would take.
+    expect(Date.now() - sent).toBeLessThan(3500);
     expect(at('/ok/beside').some((r) => r.body.includes(`"subject":"users/${first.id}"`))).toBe(true);
   });
 });

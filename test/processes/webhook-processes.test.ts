@@ -110,7 +110,7 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
     }
   }, 90_000);
 
-  it('wakes the other instances through LISTEN/NOTIFY: a delivery within a second, without polling', async () => {
+  it('wakes the other instances through LISTEN/NOTIFY: a delivery within seconds, without waiting for the minute-long poll', async () => {
     for (const server of servers) if (server.child.exitCode === null) await server.stop('SIGKILL');
     const writer = await start({ WEBHOOK_DISPATCHER: 'false' });
     await start({ WEBHOOK_POLL_MS: '60000' }); // polls once at start, then only when notified
@@ -124,9 +124,10 @@ describe.runIf(engine === 'postgres' && baseUrl !== undefined)('webhook delivery
     });
     expect(made.status).toBe(201);
     while (received.length === before) {
-      if (Date.now() - sent > 5000) throw new Error('no delivery within 5 s: the notification did not wake it');
+      if (Date.now() - sent > 20_000) throw new Error('no delivery within 20 s: the notification did not wake it');
       await new Promise((r) => setTimeout(r, 20));
     }
-    expect(Date.now() - sent).toBeLessThan(1000);
+    // Polling every 60 s: a delivery in seconds was woken by the notification.
+    expect(Date.now() - sent).toBeLessThan(10_000);
   }, 60_000);
 });
