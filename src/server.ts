@@ -68,6 +68,8 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const logger = createLogger(config);
+  // A failed export (the collector down or refusing) is told in the service's log, not lost.
+  tracing?.logTo((fields, message) => logger.warn(fields, message));
   const dev = await withDevelopmentSecret(config);
   config = dev.config;
   if (dev.generated !== undefined) {

@@ -13,6 +13,8 @@
 // request and its database handle.
 import {
   createContextKey,
+  diag,
+  DiagLogLevel,
   propagation,
   ROOT_CONTEXT,
   trace,
@@ -51,7 +53,16 @@ export interface Tracing {
   flush(): Promise<void>;
   /** Flushes and stops: no span is recorded afterwards. */
   shutdown(): Promise<void>;
+  /**
+   * Where the SDK's own warnings and errors go (a failed export: a refused connection, a 4xx or
+   * 5xx from the collector): `warn`, at most one line per EXPORT_LOG_EVERY_MS, with how many were
+   * left out since the last. Until called, they go nowhere (OpenTelemetry's default).
+   */
+  logTo(warn: (fields: { suppressed: number }, message: string) => void): void;
 }
+
+/** At most one line of the SDK's diagnostics per this time. */
+export const EXPORT_LOG_EVERY_MS = 10_000;
 
 const set = (value: string | undefined) => (value === undefined || value.trim() === '' ? undefined : value.trim());
 
@@ -158,7 +169,25 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
     flush: () => provider.forceFlush(),
     shutdown: async () => {
       active = undefined;
+      diag.disable();
       await provider.shutdown();
+    },
+    logTo(warn) {
+      let last = Number.NEGATIVE_INFINITY;
+      let suppressed = 0;
+      const line = (message: string, ...args: unknown[]): void => {
+        const now = performance.now();
+        if (now - last < EXPORT_LOG_EVERY_MS) {
+          suppressed++;
+          return;
+        }
+        last = now;
+        const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
+        warn({ suppressed }, `tracing: ${message}${detail === '' ? '' : ` ${detail}`}`);
+        suppressed = 0;
+      };
+      const none = (): void => {};
+      diag.setLogger({ error: line, warn: line, info: none, debug: none, verbose: none }, DiagLogLevel.WARN);
     },
   };
 }
