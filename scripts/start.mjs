@@ -3,6 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
@@ -20,10 +21,14 @@ const sources = Math.max(
   ...['src', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json'].map((p) => newest(join(root, p))),
 );
 if (built === 0 || sources > built) {
+  // Said on standard error, so that standard output holds only the server's log lines.
+  const started = performance.now();
+  process.stderr.write(`compiling the TypeScript sources into dist/ (tsc)${built === 0 ? ', the first time' : ''}…\n`);
   execFileSync(
     process.execPath,
     [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')],
     { stdio: 'inherit' },
   );
+  process.stderr.write(`compiled in ${((performance.now() - started) / 1000).toFixed(1)} s; starting\n`);
 }
 await import(pathToFileURL(join(root, 'dist', 'src', 'server.js')).href);
