@@ -145,6 +145,7 @@ function postgresDatabase(
     // A replica's errors go to its dialect untranslated: some are answered by the primary.
     {
       inline: options.pooled,
+      lazy: options.pooled,
       queueTimeoutMs: config.queueTimeoutMs,
       ...(options.fallback === undefined ? { translate } : {}),
     },

@@ -48,6 +48,12 @@ export interface PoolOptions {
   pipelineDepth?: number;
   /** Values written into each statement, sent as one simple query (behind a pooler in transaction mode). */
   inline?: boolean;
+  /**
+   * Connections open on first demand instead of at once (behind a pooler in transaction mode:
+   * each opening statement would take a server connection before the service has set its role's
+   * time-outs, and the pooler would keep handing out those, without them).
+   */
+  lazy?: boolean;
   /** How long a statement or a transaction may wait for a free connection (ms; 5000). */
   queueTimeoutMs?: number;
   /** Seconds before a connection's next round of the hosts after `retries` failed ones. */
@@ -183,7 +189,12 @@ export class PostgresPool {
       onClose: undefined,
       opened: [],
     }));
-    for (const slot of this.#slots) this.#open(slot);
+    if (options.lazy !== true) for (const slot of this.#slots) this.#open(slot);
+  }
+
+  /** Opens the connections never opened yet (a lazy pool's first demand). */
+  #openUnopened(): void {
+    for (const slot of this.#slots) if (slot.state === 'down' && slot.timer === undefined) this.#open(slot);
   }
 
   /** The connections' states, in pool order (tests, docs). */
@@ -556,6 +567,7 @@ export class PostgresPool {
   #whenOpen(slot: Slot): Promise<void> {
     if (slot.state === 'open') return Promise.resolve();
     if (this.#ended) return Promise.reject(connectionError('CONNECTION_ENDED', 'The pool was ended'));
+    if (slot.state === 'down' && slot.timer === undefined) this.#open(slot);
     return new Promise((resolve, reject) => slot.opened.push({ resolve, reject }));
   }
 
@@ -610,6 +622,7 @@ export class PostgresPool {
 
   #enqueue(waiter: Waiter): void {
     this.#waiting.push(waiter);
+    this.#openUnopened();
     if (this.#sweeper === undefined) {
       const every = Math.max(10, Math.min(100, this.#queueTimeoutMs / 4));
       this.#sweeper = setInterval(() => this.#sweep(), every).unref();
