@@ -14,7 +14,7 @@ export interface TokenRequest {
 }
 
 export async function signToken(request: TokenRequest): Promise<{ token: string; config: Config }> {
-  const { config } = await withDevelopmentSecret(loadConfig(process.env));
+  const { config } = await withDevelopmentSecret(loadConfig(process.env), { create: false });
   if (config.jwt.secret === undefined)
     throw new ConfigError(
       `${request.purpose} signs with JWT_SECRET; with a public key or JWKS, get tokens from your identity provider`,

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import closeWithGrace from 'close-with-grace';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
-import { withDevelopmentSecret } from './auth/dev-secret.js';
+import { tokenCommand, withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createDatabase } from './db/create-database.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
   if (dev.generated !== undefined) {
     logger.warn(
       { secretFile: dev.generated },
-      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get the development token (user 1, every scope) with: TOKEN=$(npm run -s token)`,
+      `No JWT key is configured: tokens are signed with the development secret in ${dev.generated}. Get the development token (user 1, every scope) with: ${tokenCommand(process.env)}`,
     );
   }
 

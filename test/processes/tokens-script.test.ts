@@ -1,5 +1,5 @@
 // The development secret is generated once into DATA_DIR, start-up says how to get a token
-// (the README's command, word for word), and `npm run token` prints one the service accepts:
+// (the command for its DATA_DIR, word for word), and `npm run token` prints one the service accepts:
 // without options the development token (user 1, every scope), with them the token asked for.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
@@ -44,9 +44,46 @@ describe.runIf(engine === 'pglite')('development secret and npm run token', asyn
 
     expect(secret.trim()).toMatch(/^[A-Za-z0-9_-]{64}$/);
     expect((await stat(secretFile)).mode & 0o777).toBe(0o600);
-    expect(server.logs.some((l) => l.level === 40 && String(l.msg).includes('TOKEN=$(npm run -s token)'))).toBe(true);
+    // The hint names this DATA_DIR: `npm run token` in another shell would not know it.
+    expect(
+      server.logs.some(
+        (l) => l.level === 40 && String(l.msg).endsWith(`with: TOKEN=$(DATA_DIR=${dataDir} npm run -s token)`),
+      ),
+    ).toBe(true);
     expect(response.status).toBe(404);
     expect(await readFile(secretFile, 'utf8')).toBe(secret);
+  });
+
+  it('the command the hint prints, run as printed from another shell, gives a token the server accepts', async () => {
+    const server = await runServer({ ...env, DATABASE_URL: 'memory://' }).ready;
+    try {
+      const hint = server.logs.find((l) => l.level === 40 && String(l.msg).includes('TOKEN=$('));
+      const command = /with: (TOKEN=\$\(.*\))$/.exec(String(hint?.msg))?.[1];
+      expect(command).toBeDefined();
+      // A shell without the server's DATA_DIR, in the project's directory as npm runs scripts.
+      const { stdout } = await exec('bash', ['-c', `${command!}; printf %s "$TOKEN"`], {
+        cwd: ROOT,
+        env: { PATH: env.PATH, NODE_ENV: 'development', JWT_SECRET: '' },
+      });
+      const response = await fetch(`${server.url}/api/v1/users/1`, { headers: { authorization: `Bearer ${stdout}` } });
+      expect(response.status).toBe(404); // authorized: there is no user 1
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('refuses with one line, and makes no secret, in a DATA_DIR no server has used', async () => {
+    const unused = join(dataDir, 'never-started');
+    const failed = exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts'], {
+      cwd: ROOT,
+      env: { ...env, DATA_DIR: unused },
+    });
+
+    await expect(failed).rejects.toMatchObject({
+      code: 1,
+      stderr: `No development secret in ${unused}: no server has used this DATA_DIR yet (start it with the same DATA_DIR first)\n`,
+    });
+    await expect(stat(unused)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('prints the development token without options: user 1, every scope, for 24 hours', async () => {
