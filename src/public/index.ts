@@ -4,7 +4,7 @@ import health from './health.routes.js';
 import asyncapiRoutes from './asyncapi.routes.js';
 import openapiRoutes from './openapi.routes.js';
 import problemPages from './problems.routes.js';
-import { passwordResetCompletion } from '../users/index.js';
+import { passwordResetCompletion, passwordResetPage } from '../users/index.js';
 
 const publicRoutes: FastifyPluginAsync = async (app) => {
   app.addHook('onRoute', (route) => {
@@ -15,6 +15,7 @@ const publicRoutes: FastifyPluginAsync = async (app) => {
   await app.register(asyncapiRoutes);
   await app.register(problemPages, { prefix: '/problems' });
   await app.register(passwordResetCompletion);
+  await app.register(passwordResetPage);
 };
 
 export default publicRoutes;

@@ -3,3 +3,5 @@
 export { UserV1Schema } from './users.schemas.js';
 // The public half of the password reset (public/index.ts registers it under /api/public).
 export { default as passwordResetCompletion } from './password-resets.routes.js';
+// The page a reset link opens by default (public/index.ts registers it under /api/public).
+export { default as passwordResetPage } from './password-reset-page.routes.js';
