@@ -60,6 +60,9 @@ export async function releaseLeased(db: Db, leases: readonly Lease[]): Promise<v
     update webhook_deliveries w
        set leased_until = null,
            attempts = case when w.redelivery_asked then 0 else w.attempts - 1 end,
+           -- the lease given back was not an attempt made
+           attempts_before = case when w.redelivery_asked then w.attempts_before + greatest(w.attempts - 1, 0)
+                                  else w.attempts_before end,
            status = case when w.redelivery_asked then 'pending' else w.status end,
            next_attempt_at = case when w.redelivery_asked then now() else w.next_attempt_at end,
            last_attempt_at = case when w.attempts = 1 or w.redelivery_asked then null else w.last_attempt_at end,
@@ -79,6 +82,7 @@ export async function recordOutcome(db: Db, lease: Lease, outcome: Outcome): Pro
     update webhook_deliveries
        set status = case when redelivery_asked then 'pending' else ${outcome.status} end,
            attempts = case when redelivery_asked then 0 else attempts end,
+           attempts_before = case when redelivery_asked then attempts_before + attempts else attempts_before end,
            next_attempt_at = case when redelivery_asked then now()
                                   else coalesce(${outcome.nextAttemptAt ?? null}::timestamptz, next_attempt_at) end,
            redelivery_asked = false, last_response_status = ${outcome.responseStatus},
@@ -145,7 +149,8 @@ export async function listDeliveries(
         sql<string>`e.id::text`.as('event_id'),
         'e.type as event_type',
         'd.status',
-        'd.attempts',
+        // Every attempt made, those before a redelivery too (migration 0022).
+        sql<number>`d.attempts_before + d.attempts`.as('attempts'),
         'd.last_attempt_at',
         'd.last_response_status',
         'd.last_error',
@@ -174,6 +179,7 @@ export async function requeueDelivery(db: Db, subscriptionId: number, deliveryId
        set redelivery_asked = coalesce(leased_until > now(), false),
            status = case when leased_until > now() then status else 'pending' end,
            attempts = case when leased_until > now() then attempts else 0 end,
+           attempts_before = case when leased_until > now() then attempts_before else attempts_before + attempts end,
            next_attempt_at = case when leased_until > now() then next_attempt_at else now() end,
            fencing_token = case when leased_until > now() then fencing_token else fencing_token + 1 end,
            leased_until = case when leased_until > now() then leased_until end

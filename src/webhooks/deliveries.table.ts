@@ -18,5 +18,7 @@ export interface WebhookDeliveriesTable {
   fencing_token: Generated<number>;
   /** A redelivery was asked while an attempt was open: pending again once that one ends. */
   redelivery_asked: Generated<boolean>;
+  /** Attempts made before the last redelivery reset `attempts` (migration 0022); the API shows the sum. */
+  attempts_before: Generated<number>;
   created_at: ColumnType<Date, never, never>;
 }

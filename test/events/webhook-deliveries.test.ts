@@ -265,6 +265,15 @@ describe('a delivery', () => {
     expect(again.statusCode, again.body).toBe(202);
     await until('sent again', () => at('/down').length > before);
     expect(at('/down').at(-1)!.headers['webhook-id']).toBe(entry!.eventId);
+    // The whole schedule again, and the count goes on from the 3 attempts before: never down.
+    const logged = async () =>
+      (await api({ method: 'GET', url: `/api/v1/webhook-subscriptions/${down.id}/deliveries` })).json<{
+        content: { attempts: number }[];
+      }>().content[0]!.attempts;
+    const counts = [await logged()];
+    counts.push(await until('the new attempt counted', async () => ((await logged()) >= 4 ? logged() : undefined)));
+    expect(counts[0]).toBeGreaterThanOrEqual(3);
+    expect(counts[1]).toBeGreaterThanOrEqual(4);
 
     const other = await subscribe('/ok/other');
     const wrong = await api({
@@ -593,7 +602,8 @@ describe('a redelivery asked while an attempt of it is open', async () => {
     expect(most.get('/queued/failing')).toBe(1);
     await until('recorded', async () => (await logOf(sub))[0]?.status === 'delivered');
     await new Promise((r) => setTimeout(r, 300));
-    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 1, lastResponseStatus: 200 }]);
+    // Both attempts counted: the redelivery does not take the first back.
+    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 2, lastResponseStatus: 200 }]);
   });
 
   it('is queued behind it when that attempt succeeds too: sent once more, never beside it', async () => {
@@ -605,7 +615,7 @@ describe('a redelivery asked while an attempt of it is open', async () => {
     expect(most.get('/queued/succeeding')).toBe(1);
     await until('recorded', async () => (await logOf(sub))[0]?.lastResponseStatus === 200);
     await new Promise((r) => setTimeout(r, 300));
-    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 1, lastResponseStatus: 200 }]);
+    expect(await logOf(sub)).toMatchObject([{ status: 'delivered', attempts: 2, lastResponseStatus: 200 }]);
     expect(log.filter((l) => l.path === '/queued/succeeding')).toHaveLength(2);
   });
 });
@@ -658,8 +668,9 @@ describe('an attempt whose lease lapsed', async () => {
     });
     expect(late).toBe(false);
     const logged = await quietApi({ method: 'GET', url: `/api/v1/webhook-subscriptions/${sub}/deliveries` });
+    // A's attempt and B's: the redelivery between them took nothing back.
     expect(logged.json<{ content: unknown[] }>().content).toMatchObject([
-      { status: 'delivered', attempts: 1, lastResponseStatus: 200, lastError: null },
+      { status: 'delivered', attempts: 2, lastResponseStatus: 200, lastError: null },
     ]);
   });
 });

@@ -20,6 +20,7 @@ import * as m0018 from './0018_record_delivered_plan.js';
 import * as m0019 from './0019_events_by_owner.js';
 import * as m0020 from './0020_delivery_fencing.js';
 import * as m0021 from './0021_encryption_passes.js';
+import * as m0022 from './0022_delivery_attempts_total.js';
 
 /** Forward-only, applied in key order. Never edit a migration that has shipped; add one. */
 export const migrations: Record<string, Migration> = {
@@ -44,4 +45,5 @@ export const migrations: Record<string, Migration> = {
   '0019_events_by_owner': m0019,
   '0020_delivery_fencing': m0020,
   '0021_encryption_passes': m0021,
+  '0022_delivery_attempts_total': m0022,
 };
