@@ -26,7 +26,11 @@ try {
   for (const { available, ...product } of DEMO) {
     const created = await fetch(`${base}/api/products`, { method: 'POST', headers, body: JSON.stringify(product) });
     if (created.status === 409) {
-      console.log(`${product.sku}: already there`);
+      // Made before (the README's quick start, then the guide): say which id it has.
+      const listed = await fetch(`${base}/api/products?size=100`, { headers });
+      const page = listed.ok ? ((await listed.json()) as { content: { id: number; sku: string }[] }) : { content: [] };
+      const id = page.content.find((p) => p.sku === product.sku)?.id;
+      console.log(`${product.sku}: ${id === undefined ? 'already there' : `product ${id}, already there`}`);
       continue;
     }
     if (created.status !== 201)

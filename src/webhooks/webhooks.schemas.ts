@@ -115,7 +115,10 @@ export const WebhookDeliverySchema = Type.Object(
     eventId: Type.String({ format: 'uuid', maxLength: 36, description: 'The event id: the webhook-id header' }),
     eventType: Type.String({ enum: [...EVENT_TYPES] }),
     status: DeliveryStatus(),
-    attempts: Type.Integer({ minimum: 0, maximum: 1000 }),
+    attempts: Type.Integer({
+      minimum: 0,
+      description: 'Every attempt made so far, those before a redelivery too: it never goes down',
+    }),
     lastAttemptAt: Type.Union([Instant(), Type.Null()]),
     lastResponseStatus: Type.Union([Type.Integer({ minimum: 100, maximum: 599 }), Type.Null()]),
     lastError: Type.Union([Text(500), Type.Null()]),

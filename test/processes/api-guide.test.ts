@@ -1,12 +1,13 @@
 // The walks of the docs run as printed: every command, top to bottom, in one bash session
-// against a fresh service (development mode, in-memory database), each command ending well
+// against a fresh service (development mode, in-memory database), and the guide once more right
+// after the README's quick start (its ids come from the answers, never assumed), each command ending well
 // (curl's time-out of the stream's last read excepted). docs/api-guide.md: each answer with the
 // status line the guide shows. The README's quick start: each answer with the body it shows,
 // timestamps aside.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runWalkthrough, statusLine, walkthroughSteps } from '../support/walkthrough.js';
+import { runWalkthrough, statusLine, walkthroughSteps, type Ran } from '../support/walkthrough.js';
 import { startWalkthroughServer, type WalkthroughServer } from '../support/walkthrough-server.js';
 import { engine } from '../support/test-app.js';
 
@@ -18,14 +19,9 @@ describe.runIf(engine === 'pglite')('the walks of the docs', () => {
   afterAll(() => Promise.all(walks.map((w) => w.stop())));
   const read = (file: string) => readFile(join(import.meta.dirname, '..', '..', file), 'utf8');
 
-  it('runs top to bottom on a fresh database with the answers it shows', async () => {
-    const steps = walkthroughSteps(await read('docs/api-guide.md'));
-    expect(steps.length).toBeGreaterThan(40);
-    const walk = await startWalkthroughServer();
-    walks.push(walk);
-    const ran = await runWalkthrough(steps, walk.env, walk.rewrite);
-
-    const differences = ran.flatMap((step) => {
+  /** The guide's steps whose status line is not the one shown, or that did not end well. */
+  const differencesOf = (ran: readonly Ran[]) =>
+    ran.flatMap((step) => {
       const shown = statusLine(step.shown);
       const printed = statusLine(step.printed);
       const ended = step.status === 0 || (step.status === CURL_TIMED_OUT && step.command.includes('--max-time'));
@@ -33,9 +29,28 @@ describe.runIf(engine === 'pglite')('the walks of the docs', () => {
         ? []
         : [{ command: step.command, shown, printed, status: step.status, output: step.printed.slice(0, 8) }];
     });
-    expect(differences).toEqual([]);
+
+  it('runs top to bottom on a fresh database with the answers it shows', async () => {
+    const steps = walkthroughSteps(await read('docs/api-guide.md'));
+    expect(steps.length).toBeGreaterThan(40);
+    const walk = await startWalkthroughServer();
+    walks.push(walk);
+    const ran = await runWalkthrough(steps, walk.env, walk.rewrite);
+
+    expect(differencesOf(ran)).toEqual([]);
     // Every request in the guide shows its answer's status line.
-    expect(ran.filter((s) => s.command.startsWith('curl -si') && statusLine(s.shown) === undefined)).toEqual([]);
+    expect(ran.filter((s) => /^(\w+=\$\()?curl -si/.test(s.command) && statusLine(s.shown) === undefined)).toEqual([]);
+  }, 120_000);
+
+  it('runs just as well right after the README’s quick start, in the same shell', async () => {
+    const readme = walkthroughSteps(await read('README.md'));
+    const guide = walkthroughSteps(await read('docs/api-guide.md'));
+    const walk = await startWalkthroughServer();
+    walks.push(walk);
+    const ran = await runWalkthrough([...readme, ...guide], walk.env, walk.rewrite);
+
+    expect(ran.slice(0, readme.length).filter((step) => step.status !== 0)).toEqual([]);
+    expect(differencesOf(ran.slice(readme.length))).toEqual([]);
   }, 120_000);
 
   it('the README’s quick start runs on a fresh database with the answers it shows', async () => {

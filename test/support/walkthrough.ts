@@ -58,12 +58,16 @@ export async function runWalkthrough(
   rewrite: (command: string) => string = (c) => c,
 ): Promise<Ran[]> {
   const marker = `@@walkthrough-${String(process.pid)}`;
-  const script = steps
-    .map(
-      (step, i) =>
-        `printf '\\n${marker} %d\\n' ${String(i)}\n${rewrite(step.command)}\nprintf '\\n${marker}-status %d\\n' $?`,
-    )
-    .join('\n');
+  // What a command shows on standard error is part of what it printed (the guide's `created`
+  // shows an answer there while its id goes into a variable).
+  const script =
+    'exec 2>&1\n' +
+    steps
+      .map(
+        (step, i) =>
+          `printf '\\n${marker} %d\\n' ${String(i)}\n${rewrite(step.command)}\nprintf '\\n${marker}-status %d\\n' $?`,
+      )
+      .join('\n');
   const output = await new Promise<string>((resolve, reject) => {
     const bash = spawn('bash', ['-c', script], { env, stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
