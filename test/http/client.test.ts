@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { inspect, promisify } from 'node:util';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -68,6 +68,12 @@ describe('calls', () => {
     expect(notFound).toBeInstanceOf(ProblemError);
     expect((notFound as ProblemError).status).toBe(404);
     expect((notFound as ProblemError).problem.title).toBe('Entity Not Found');
+    // Printed uncaught, it is its problem, not a dump of the raw Response (which stays readable).
+    expect((notFound as ProblemError).response.status).toBe(404);
+    const printed = inspect(notFound);
+    expect(printed).toContain('404 Entity Not Found');
+    expect(printed).not.toContain('Response {');
+    expect(printed.split('\n').length).toBeLessThan(30);
 
     // v1 users list field errors as objects, v1 orders as "field: message", v2 as fieldErrors.
     const invalid: Promise<{ data?: unknown; error?: unknown; response: Response }>[] = [

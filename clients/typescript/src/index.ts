@@ -18,12 +18,15 @@ export interface FieldError {
 /** A non-2xx answer: the RFC 9457 problem document, with its status and the raw response. */
 export class ProblemError extends Error {
   override readonly name = 'ProblemError';
+  /** The raw answer (headers, status text). Not enumerable: an uncaught error prints as its problem. */
+  declare readonly response: Response;
   constructor(
     readonly status: number,
     readonly problem: Problem,
-    readonly response: Response,
+    response: Response,
   ) {
     super(`${String(status)} ${problem.title}${problem.detail ? `: ${problem.detail}` : ''}`);
+    Object.defineProperty(this, 'response', { value: response, enumerable: false });
   }
 
   get type(): string {
