@@ -1,7 +1,7 @@
 // npm run bench:jwt — what verifying a bearer token costs per request, with and without the
 // verified-token cache, for each algorithm the service accepts.
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
-import { TokenVerifier } from '../src/http/auth.js';
+import { TokenVerifier } from '../src/http/auth/auth.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 20_000);
 const none = { secret: undefined, publicKey: undefined, jwksUrl: undefined, issuer: undefined, audience: undefined };

@@ -3,7 +3,7 @@
 // POLL_MS this set asks the primary for its WAL position and each replica for what it has
 // replayed: a replica that does not answer, or lags more than REPLICA_MAX_LAG_MS, is skipped
 // until it recovers; a read whose caller wrote goes to a replica only once that replica has
-// replayed the caller's last commit (http/read-replicas.ts keeps those positions).
+// replayed the caller's last commit (http/database/read-replicas.ts keeps those positions).
 import { sql, type Kysely } from 'kysely';
 import type { Config } from '../config.js';
 import { createReplicaDatabase } from './create-database.js';

@@ -3,7 +3,7 @@
 // personal data, docs/api-guide.md#errors) Cache-Control: no-store. One call per plugin.
 import type { FastifyInstance } from 'fastify';
 import type { ProblemForm } from './problems/to-problem.js';
-import { vendorMediaType } from './versioning.js';
+import { vendorMediaType } from './versioning/versioning.js';
 
 export function routeDefaults(
   app: FastifyInstance,

@@ -74,7 +74,7 @@ describe('layer boundaries', () => {
       'src/users/users.repository.ts',
       "import { PGlite } from '@electric-sql/pglite';",
     ],
-    ['the framework importing postgres.js', 'src/http/read-replicas.ts', "import postgres from 'postgres';"],
+    ['the framework importing postgres.js', 'src/http/database/read-replicas.ts', "import postgres from 'postgres';"],
     ['a top-level module importing postgres.js', 'src/server.ts', "import postgres from 'postgres';"],
     [
       'the framework importing a resource',
@@ -84,7 +84,7 @@ describe('layer boundaries', () => {
     ['a framework file importing a resource', 'src/http/cors.ts', "import { x } from '../users/index.js';"],
     [
       'a framework file importing a feature room’s repository',
-      'src/http/content-negotiation.ts',
+      'src/http/versioning/content-negotiation.ts',
       "import { beginKeyed } from './idempotency/idempotency.repository.js';",
     ],
     [

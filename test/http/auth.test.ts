@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair, type CryptoKey } from 'jose';
 import Fastify from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
-import auth from '../../src/http/auth.js';
+import auth from '../../src/http/auth/auth.js';
 import requestContext from '../../src/http/request-context.js';
 import { asAdmin, createUser } from '../support/factories.js';
 import { buildTestApp, TEST_JWT_SECRET } from '../support/test-app.js';

@@ -2,7 +2,7 @@
 // One mechanism for all routes: hooks added to each POST and PATCH route as it is declared.
 //
 // A request sent with a key runs in one database transaction (idempotency.repository.ts) that
-// holds the key's lock: handlers reach it as `request.db`. When the answer is ready (onSend),
+// holds the key's lock: handlers reach it as `request.db` (database/request-db.ts). When the answer is ready (onSend),
 // a 2xx is stored with the writes and both commit; a 409 or 422 is stored after the writes are
 // rolled back; anything else rolls back and stores nothing, so a retry runs again. A retry
 // with the same key and fingerprint (method, routed path, SHA-256 of the body) gets the stored
@@ -36,18 +36,6 @@ import { answerBinding } from '../../crypto/encryption.js';
 import { withoutQuery } from '../request-url.js';
 import { requestDb } from '../../tracing/http-spans.js';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /**
-     * Where the handler's queries run: the request's transaction when it was sent with an
-     * Idempotency-Key, otherwise the database. Handlers use this, never `app.db`.
-     */
-    readonly db: Db;
-    /** Set by read-replicas.ts for a read that a replica may answer: where `db` then points. */
-    readDb: Db | undefined;
-  }
-}
-
 /** The response headers stored with an outcome and replayed (docs/api-guide.md#safe-retries). */
 const STORED_HEADERS = ['content-type', 'location', 'etag'] as const;
 
@@ -67,6 +55,11 @@ interface KeyedRequest {
 }
 
 type WithState = FastifyRequest & { [kKeyed]?: KeyedRequest; [kRawBody]?: string };
+
+/** The request's keyed transaction while it holds its Idempotency-Key (database/request-db.ts). */
+export function keyedDbOf(request: FastifyRequest): Db | undefined {
+  return (request as WithState)[kKeyed]?.keyed?.db;
+}
 
 /** Keeps the raw body of a keyed request for its fingerprint (called by the JSON parser). */
 export function keepBodyForFingerprint(request: FastifyRequest, body: string): void {
@@ -104,14 +97,6 @@ function replay(reply: FastifyReply, outcome: StoredOutcome): FastifyReply {
 async function idempotency(app: FastifyInstance): Promise<void> {
   const { db, encryption } = app;
   const ttlHours = app.config.idempotencyTtlHours;
-
-  app.decorateRequest('readDb', undefined);
-  app.decorateRequest('db', {
-    getter(this: FastifyRequest): Db {
-      // A sampled request's handle traces its statements beneath its span.
-      return requestDb(this, (this as WithState)[kKeyed]?.keyed?.db ?? this.readDb ?? db);
-    },
-  });
 
   /**
    * A stored answer, decrypted. One that no configured key decrypts (the key it was stored under

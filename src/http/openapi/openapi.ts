@@ -20,7 +20,7 @@ import {
   type Document,
 } from './document.js';
 import { ProblemSchema } from '../schemas.js';
-import { SUPPORTED_VERSIONS, vendorMediaType } from '../versioning.js';
+import { SUPPORTED_VERSIONS, vendorMediaType } from '../versioning/versioning.js';
 
 // The document is plain JSON: TypeBox's schema type is one JSON object among the others there.
 const PROBLEM_CONTENT = { 'application/problem+json': { schema: ProblemSchema as unknown as Record<string, unknown> } };

@@ -20,7 +20,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter } from 'prom-client';
 import { TooManyRequests } from '../../errors.js';
-import { isPublicPath } from '../auth.js';
+import { isPublicPath } from '../auth/auth.js';
 import { requestPath } from '../request-url.js';
 import { MemoryStore } from './memory-store.js';
 import { RedisStore } from './redis-store.js';

@@ -9,10 +9,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { plain } from './problems/to-problem.js';
-import { sendProblem } from './problems/error-handler.js';
-import { appendVary } from './cors.js';
-import { withoutQuery } from './request-url.js';
+import { plain } from '../problems/to-problem.js';
+import { sendProblem } from '../problems/error-handler.js';
+import { appendVary } from '../cors.js';
+import { withoutQuery } from '../request-url.js';
 
 export const SUPPORTED_VERSIONS = [1, 2] as const;
 

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import { Counter, Gauge } from 'prom-client';
-import type { ReplicaSet } from '../db/replicas.js';
+import type { ReplicaSet } from '../../db/replicas.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

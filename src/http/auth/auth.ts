@@ -13,11 +13,11 @@ import {
   type JWTPayload,
   type JWTVerifyGetKey,
 } from 'jose';
-import { principalFrom, type Principal } from '../auth/principal.js';
-import type { Config } from '../config.js';
-import { Forbidden, Unauthenticated } from '../errors.js';
-import { requestPath } from './request-url.js';
-import { routeOptionsOf } from './request-context.js';
+import { principalFrom, type Principal } from '../../auth/principal.js';
+import type { Config } from '../../config.js';
+import { Forbidden, Unauthenticated } from '../../errors.js';
+import { requestPath } from '../request-url.js';
+import { routeOptionsOf } from '../request-context.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -10,12 +10,12 @@ import {
   mayHoldUnstorable,
   nestsDeeperThan,
   unstorableFields,
-} from './body-guard.js';
-import { keepBodyForFingerprint } from './idempotency/idempotency.js';
-import { plain } from './problems/to-problem.js';
-import { sendProblem } from './problems/error-handler.js';
-import { requestPath } from './request-url.js';
-import { routeOptionsOf } from './request-context.js';
+} from '../body-guard.js';
+import { keepBodyForFingerprint } from '../idempotency/idempotency.js';
+import { plain } from '../problems/to-problem.js';
+import { sendProblem } from '../problems/error-handler.js';
+import { requestPath } from '../request-url.js';
+import { routeOptionsOf } from '../request-context.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
