@@ -1,5 +1,5 @@
 // npm run migrate: apply pending migrations to the configured database and exit.
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config/config.js';
 import { createDatabase } from '../src/db/create-database.js';
 import { DataDirInUse } from '../src/db/data-dir-lock.js';
 import { migrateToLatest } from '../src/db/migrate.js';

@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { createDatabase } from '../src/db/create-database.js';
 
 const { values } = parseArgs({ options: { out: { type: 'string', default: 'openapi.json' } } });

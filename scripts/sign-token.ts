@@ -2,7 +2,7 @@
 // (or the development secret in DATA_DIR), issuer and audience. For the scripts only.
 import { SignJWT } from 'jose';
 import { withDevelopmentSecret } from '../src/auth/dev-secret.js';
-import { ConfigError, loadConfig, type Config } from '../src/config.js';
+import { ConfigError, loadConfig, type Config } from '../src/config/config.js';
 
 export interface TokenRequest {
   sub: string;

@@ -3,7 +3,7 @@
 // Prints an access token signed with the configured JWT_SECRET (or the development secret in
 // DATA_DIR) that the service accepts; see `--help`.
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/config.js';
+import { ConfigError } from '../src/config/config.js';
 import { signToken } from './sign-token.js';
 
 /** Every scope the API knows (docs/api-guide.md, "Authentication, scopes and ownership"). */

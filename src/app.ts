@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Config } from './config.js';
+import type { Config } from './config/config.js';
 import { Encryption, parseEncryptionKey } from './crypto/encryption.js';
 import reencryption from './crypto/reencrypt.js';
 import type { Database } from './db/database.js';

@@ -6,7 +6,7 @@ import closeWithGrace from 'close-with-grace';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { tokenCommand, withDevelopmentSecret } from './auth/dev-secret.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config/config.js';
 import { createDatabase } from './db/create-database.js';
 import { DataDirInUse } from './db/data-dir-lock.js';
 import { prepareDatabase } from './db/migrate.js';

@@ -8,7 +8,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
-import { DEFAULT_POOL_SIZE } from '../../src/config.js';
+import { DEFAULT_POOL_SIZE } from '../../src/config/config.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const args = process.argv.slice(2);

@@ -1,11 +1,11 @@
 // Outside production, with no key configured, the keys the service needs are generated once and
 // kept in DATA_DIR, so that tokens stay valid and stored secrets stay readable across restarts,
 // and nobody commits a secret: the JWT secret (HS256) and ENCRYPTION_KEY (crypto/encryption.ts).
-// Production refuses to start without them (config.ts).
+// Production refuses to start without them (config/config.ts).
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { ConfigError, type Config } from '../config.js';
+import { ConfigError, type Config } from '../config/config.js';
 
 export const DEV_SECRET_FILE = 'jwt-secret';
 export const DEV_ENCRYPTION_KEY_FILE = 'encryption-key';

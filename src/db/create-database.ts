@@ -3,7 +3,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Kysely } from 'kysely';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { trackAnswers, type Database } from './database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';

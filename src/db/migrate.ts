@@ -1,5 +1,5 @@
 import { Migrator, sql, type Kysely } from 'kysely';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { createDatabase } from './create-database.js';
 import type { Database } from './database.js';
 import { migrations } from './migrations/index.js';

@@ -8,7 +8,7 @@
 // The embedded engine is one process, which needs none of this: there is no channel.
 import { randomUUID } from 'node:crypto';
 import type { Sql } from 'postgres';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { accepts, connectionTarget, SESSION_STATE } from './connection-target.js';
 import { reconnection } from './create-database.js';
 import { singleUseClient } from './driver-client.js';

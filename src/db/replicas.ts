@@ -5,7 +5,7 @@
 // until it recovers; a read whose caller wrote goes to a replica only once that replica has
 // replayed the caller's last commit (http/database/read-replicas.ts keeps those positions).
 import { sql, type Kysely } from 'kysely';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { createReplicaDatabase } from './create-database.js';
 import type { Database } from './database.js';
 import type { PostgresPool } from './postgres-pool.js';

@@ -1,6 +1,6 @@
 // The password reset's mail (docs/api-guide.md#users): a subject a person recognises, a plain-text and an
 // HTML part, and the link built from PASSWORD_RESET_URL. Pure, but for the hand-off to the mailer.
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Mail, Mailer } from '../mail/mailer.js';
 import type { PasswordResetDelivery } from './users.service.js';
 

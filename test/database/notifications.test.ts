@@ -10,7 +10,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/config.js';
 import { notificationsOf } from '../../src/db/notifications.js';
 import { closeFront, listening, upstreamFor } from '../support/tcp-front.js';
 import { engine, testPostgres } from '../support/test-app.js';

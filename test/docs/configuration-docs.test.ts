@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { EnvSchema } from '../../src/config.js';
+import { EnvSchema } from '../../src/config/config.js';
 import { engine } from '../support/test-app.js';
 
 describe.runIf(engine === 'pglite')('docs/configuration.md', () => {

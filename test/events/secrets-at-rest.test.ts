@@ -13,7 +13,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { answerBinding } from '../../src/crypto/encryption.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { asAdmin, aUserRequest, createUser } from '../support/factories.js';
 import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
 import { until } from '../support/until.js';

@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { pino } from 'pino';
 import { afterAll, expect } from 'vitest';
 import { buildApp, type BuildAppOptions } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
 import { prepareDatabase } from '../../src/db/migrate.js';
 import { openapiConformance, violations } from './openapi-conformance.js';

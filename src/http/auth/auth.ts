@@ -14,7 +14,7 @@ import {
   type JWTVerifyGetKey,
 } from 'jose';
 import { principalFrom, type Principal } from '../../auth/principal.js';
-import type { Config } from '../../config.js';
+import type { Config } from '../../config/config.js';
 import { Forbidden, Unauthenticated } from '../../errors.js';
 import { requestPath } from '../request-url.js';
 import { routeOptionsOf } from '../request-context.js';
