@@ -4,7 +4,7 @@ import type { Db } from '../db/database.js';
 import type { EventsTable } from './events.table.js';
 import type { Insertable, RawBuilder, Selectable } from 'kysely';
 import type { EventType } from './event-types.js';
-import { fanOut, handedOver, newDeliveries, type FanOut, type NewDeliveries } from '../webhooks/index.js';
+import { fanOut, handedOver, newDeliveries, type FanOut, type NewDeliveries } from './fan-out.repository.js';
 
 export type EventRow = Selectable<EventsTable>;
 
@@ -35,7 +35,7 @@ export interface EventOfRow {
   owner: RawBuilder<number>;
   /** Each row's `traceparent`, or null (see EventsTable.trace_context). */
   traceContext: RawBuilder<string | null>;
-  /** How its deliveries are made (webhooks/index.ts, fanOutFor). */
+  /** How its deliveries are made (handoff.ts, fanOutFor). */
   fanOut: FanOut;
 }
 

@@ -1,25 +1,27 @@
 // Events (docs/webhooks.md). What other resources use: recordEvent, inside the transaction of the
 // change it reports, so that the change and its event commit together or not at all.
+//
+// An event is fanned out to its subscriptions' deliveries in the statement that writes it
+// (fan-out.repository.ts), and the new deliveries are handed to this process's dispatcher once
+// committed (handoff.ts). webhooks/ sends them: it reads the hand-off (deliveryHandoff) and the
+// leased deliveries from here; events/ imports nothing of webhooks/.
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
 import { spanOfDb } from '../tracing/db-spans.js';
 import { traceparentOf } from '../tracing/tracing.js';
 import type { EventType } from './event-types.js';
-import { fanOutFor, handOver, type NewDeliveries } from '../webhooks/index.js';
+import { fanOutFor, handOver } from './handoff.js';
+import type { NewDeliveries } from './fan-out.repository.js';
 import { insertEvent, type EventRow } from './events.repository.js';
 // For a statement that writes its events itself (placing orders): the WITH items that insert
 // them (recordEventWith, whose `fanOut` is eventFanOut's), the deliveries it selects
 // (deliveriesOfStatement), read back with writtenDeliveries; a fan-out travels as one bound
 // value of the prepared statement (fanOutArgument, fanOutFromArgument).
 export { recordEventWith, recordedDeliveries as deliveriesOfStatement, type EventOfRow } from './events.repository.js';
-export {
-  fanOutArgument,
-  fanOutFor as eventFanOut,
-  fanOutFromArgument,
-  newDeliveries as writtenDeliveries,
-} from '../webhooks/index.js';
-export type { FanOut, NewDeliveries } from '../webhooks/index.js';
+export { fanOutArgument, fanOutFromArgument, newDeliveries as writtenDeliveries } from './fan-out.repository.js';
+export type { FanOut, LeasedDelivery, NewDeliveries } from './fan-out.repository.js';
+export { deliveryHandoff, fanOutFor as eventFanOut, type DeliveryHandoff } from './handoff.js';
 
 export { EVENT_PATTERNS, EVENT_TYPES, matchesPattern, type EventPattern, type EventType } from './event-types.js';
 export type { EventRow } from './events.repository.js';

@@ -1,7 +1,7 @@
 // SQL for webhook deliveries (migration 0011).
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { LeasedDelivery } from './delivery/fan-out.repository.js';
+import type { LeasedDelivery } from '../events/index.js';
 
 /** A claimed delivery with what sending it needs (the same as one leased at its insert). */
 export type ClaimedDelivery = LeasedDelivery;

@@ -1,9 +1,8 @@
 // The AsyncAPI 3.0 document of the events (docs/webhooks.md), served at /api/public/asyncapi.json:
 // what the service sends to webhook subscribers. Built from the same schemas as the routes and
-// the OpenAPI `webhooks` (UserResponse and OrderDetail are the v1 response schemas themselves).
+// the OpenAPI `webhooks`: the caller passes the v1 response schemas of users and orders (as the
+// OpenAPI document holds them), so webhooks/ imports neither resource.
 import { EVENT_TYPES } from '../events/index.js';
-import { OrderDetailSchema } from '../orders/index.js';
-import { UserV1Schema } from '../users/index.js';
 import { cloudEvent, HEADERS } from './webhooks.openapi.js';
 
 type Json = Record<string, unknown>;
@@ -11,7 +10,13 @@ type Json = Record<string, unknown>;
 /** TypeBox schemas as plain JSON (their Symbol-keyed members are TypeBox's own). */
 const plain = (schema: unknown): Json => JSON.parse(JSON.stringify(schema)) as Json;
 
-export function asyncApiDocument(baseUrl: string): Json {
+/** The schemas of the events' `data`: the v1 representations of a user and of an order. */
+export interface EventDataSchemas {
+  user: unknown;
+  order: unknown;
+}
+
+export function asyncApiDocument(baseUrl: string, schemas: EventDataSchemas): Json {
   const url = new URL(baseUrl);
   const messages: Json = {};
   for (const type of EVENT_TYPES) {
@@ -112,7 +117,7 @@ export function asyncApiDocument(baseUrl: string): Json {
     },
     components: {
       messages: { ...messages, ...streamMessages },
-      schemas: { UserResponse: plain(UserV1Schema), OrderDetail: plain(OrderDetailSchema) },
+      schemas: { UserResponse: plain(schemas.user), OrderDetail: plain(schemas.order) },
     },
   };
 }

@@ -2,6 +2,8 @@
 // each one fires on a violation at the path where it applies, stays quiet on the allowed form,
 // and that the tree as it stands passes them.
 import { ESLint } from 'eslint';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { boundaries } from '../../eslint.boundaries.js';
@@ -119,9 +121,9 @@ describe('layer boundaries', () => {
     ['a db/ module importing Kysely', 'src/db/database.ts', "import { sql } from 'kysely';"],
     ['a db/ module importing postgres.js', 'src/db/notifications.ts', "import postgres from 'postgres';"],
     [
-      'events through the webhooks entry point',
-      'src/events/events.repository.ts',
-      "import { fanOut } from '../webhooks/index.js';",
+      'webhooks through the events entry point',
+      'src/webhooks/delivery/plugin.ts',
+      "import { deliveryHandoff } from '../../events/index.js';",
     ],
     [
       'a feature room’s plugin importing its own repository',
@@ -152,5 +154,34 @@ describe('layer boundaries', () => {
     expect(results.length).toBeGreaterThan(50);
     const found = results.flatMap((r) => r.messages.map((m) => `${r.filePath}:${m.line} ${m.message}`));
     expect(found).toEqual([]);
+  });
+
+  it('has no import cycle between resources (types included), and at most 16 files at the top of src/http/', () => {
+    const RESOURCES = ['users', 'orders', 'products', 'events', 'webhooks'];
+    const src = join(ROOT, 'src');
+    const folderOf = (path: string) => relative(src, path).split('/')[0]!;
+    const uses = new Map(RESOURCES.map((r) => [r, new Set<string>()]));
+    for (const resource of RESOURCES)
+      for (const entry of readdirSync(join(src, resource), { recursive: true, withFileTypes: true })) {
+        if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.name.endsWith('.test.ts')) continue;
+        const file = join(entry.parentPath, entry.name);
+        for (const [, spec] of readFileSync(file, 'utf8').matchAll(/^(?:import|export)\b[^'"]*?from\s+'(\.[^']+)'/gm)) {
+          const target = folderOf(join(dirname(file), spec!));
+          if (target !== resource && RESOURCES.includes(target)) uses.get(resource)!.add(target);
+        }
+      }
+    const cycles: string[] = [];
+    const walk = (path: string[]) => {
+      for (const next of uses.get(path.at(-1)!) ?? []) {
+        if (next === path[0]) cycles.push([...path, next].join(' → '));
+        else if (!path.includes(next)) walk([...path, next]);
+      }
+    };
+    for (const resource of RESOURCES) walk([resource]);
+
+    expect(cycles).toEqual([]);
+    expect([...uses.get('events')!]).toEqual([]); // events know no other resource: they are written by them
+    const files = readdirSync(join(src, 'http'), { withFileTypes: true }).filter((e) => e.isFile());
+    expect(files.length).toBeLessThanOrEqual(16);
   });
 });

@@ -17,7 +17,7 @@ import {
   type ClaimedDelivery,
 } from '../deliveries.repository.js';
 import { AttemptSlots } from './attempt-slots.js';
-import type { DeliveryHandoff } from './handoff.js';
+import type { DeliveryHandoff } from '../../events/index.js';
 import { leaseMs, outcomeOf, type Sender } from './sender.js';
 
 /** Rows one claim takes at most. */

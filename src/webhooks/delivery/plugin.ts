@@ -8,7 +8,7 @@ import { subscriptionBinding } from '../../crypto/encryption.js';
 import { notificationsOf } from '../../db/notifications.js';
 import { onWriteResponse } from '../../http/write-hooks.js';
 import { Dispatcher } from './dispatcher.js';
-import { deliveryHandoff } from './handoff.js';
+import { deliveryHandoff } from '../../events/index.js';
 import { deliveryMetrics } from './metrics.js';
 import { Sender } from './sender.js';
 

@@ -3,7 +3,7 @@
 // it, in the same statement as the event, so both commit with the change or neither does; and
 // what the statement hands back to this process's dispatcher (handoff.ts).
 import { sql, type RawBuilder } from 'kysely';
-import type { EventType } from '../../events/index.js';
+import type { EventType } from './event-types.js';
 
 /** How an event's deliveries are inserted: leased at insert to this process for `leaseMs`, or not (null). */
 export interface FanOut {

@@ -2,9 +2,9 @@
 // claim by id, which were leased to it at insert, and whether new ones should be. A write's
 // deliveries are handed over only once its transaction has committed.
 import type { Kysely, Transaction } from 'kysely';
-import type { Database, Db } from '../../db/database.js';
-import { afterCommit, databaseOf } from '../../db/transact.js';
-import type { EventType } from '../../events/index.js';
+import type { Database, Db } from '../db/database.js';
+import { afterCommit, databaseOf } from '../db/transact.js';
+import type { EventType } from './event-types.js';
 import type { FanOut, LeasedDelivery, NewDeliveries } from './fan-out.repository.js';
 
 const NOT_LEASED: FanOut = Object.freeze({ leaseMs: null });
