@@ -117,6 +117,7 @@ export const WebhookDeliverySchema = Type.Object(
     status: DeliveryStatus(),
     attempts: Type.Integer({
       minimum: 0,
+      maximum: 2_147_483_647, // the column's integer
       description: 'Every attempt made so far, those before a redelivery too: it never goes down',
     }),
     lastAttemptAt: Type.Union([Instant(), Type.Null()]),

@@ -1809,7 +1809,7 @@ export interface components {
              */
             status: "pending" | "delivered" | "failed" | "dead";
             /**
-             * Format: int64
+             * Format: int32
              * @description Every attempt made so far, those before a redelivery too: it never goes down
              */
             attempts: number;
