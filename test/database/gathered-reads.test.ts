@@ -4,11 +4,14 @@
 // through the API on the suite's PostgreSQL, the app's connections through a front on loopback
 // that counts the statements they execute (the protocol's Bind messages).
 import { createServer, type Socket } from 'node:net';
+import { trace } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createUser } from '../support/factories.js';
 import { buildTestApp, engine, testPostgres } from '../support/test-app.js';
 import { listening, upstreamFor } from '../support/tcp-front.js';
+import { tracedDb } from '../../src/tracing/db-spans.js';
+import { findUserById } from '../../src/users/users.repository.js';
 
 const direct = engine === 'postgres' && testPostgres.pooler === 'none' && testPostgres.url !== undefined;
 
@@ -69,6 +72,22 @@ describe.runIf(built !== undefined)('primary-key reads on a direct connection', 
     });
     expect(missing.statusCode, missing.body).toBe(404);
     // 41 reads: the first ones alone, the rest together while those are out.
+    expect(statements).toBeGreaterThan(0);
+    expect(statements).toBeLessThan(16);
+  });
+
+  it('gathers the reads of sampled requests too (each on its own traced handle), each its own row', async () => {
+    const users = await Promise.all(Array.from({ length: 8 }, () => createUser(app)));
+    const asked = users.flatMap((user) => Array.from({ length: 5 }, () => user.id));
+    // What a sampled request's request.db is: the database with its span (tracing/db-spans.ts).
+    const handles = asked.map(() =>
+      tracedDb(app.db, trace.wrapSpanContext({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), traceFlags: 1 })),
+    );
+    const before = front!.binds();
+    const rows = await Promise.all(asked.map((id, i) => findUserById(handles[i]!, id)));
+    const statements = front!.binds() - before;
+
+    expect(rows.map((row) => row?.id)).toEqual(asked);
     expect(statements).toBeGreaterThan(0);
     expect(statements).toBeLessThan(16);
   });
