@@ -110,7 +110,6 @@ export interface Config {
   };
 }
 
-
 /** Chosen from the mixed load (90% reads, 10% orders) on 2 cores: docs/benchmark-log.md. */
 export const DEFAULT_POOL_SIZE = 8;
 
@@ -182,7 +181,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '100',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
-    PASSWORD_RESET_URL: merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/api/public/reset-password?token={token}`,
+    PASSWORD_RESET_URL:
+      merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/api/public/reset-password?token={token}`,
     PASSWORD_RESET_TTL_MINUTES: merged.PASSWORD_RESET_TTL_MINUTES ?? '60',
   };
   const defined = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== undefined));

@@ -10,7 +10,9 @@ const asyncapiRoutes: FastifyPluginAsync = async (app) => {
     '/asyncapi.json',
     { schema: { hide: true }, config: { produces: ['application/json'] } },
     async (_request, reply) => {
-      document ??= JSON.stringify(asyncApiDocument(app.config.baseUrl, { user: UserV1Schema, order: OrderDetailSchema }));
+      document ??= JSON.stringify(
+        asyncApiDocument(app.config.baseUrl, { user: UserV1Schema, order: OrderDetailSchema }),
+      );
       return reply.type('application/json').header('cache-control', 'public, max-age=300').send(document);
     },
   );
