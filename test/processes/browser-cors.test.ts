@@ -2,22 +2,15 @@
 // a page on a second origin against the API, in cors mode with credentials and a bearer
 // token. Host names map to 127.0.0.1 through Chromium's resolver rules, so the page origin
 // (http://app.test:<port>) and the API (http://api.test:<port>) are different sites.
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, engine } from '../support/test-app.js';
-import { required } from '../support/required.js';
+import { chromiumAvailable, launchChromium } from '../support/chromium.js';
 import { ADMIN } from '../support/tokens.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available =
-  engine !== 'pglite' ||
-  required(
-    'test/processes/browser-cors.test.ts',
-    existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install -y chromium)`,
-  );
+const available = chromiumAvailable('test/processes/browser-cors.test.ts');
 
 interface FetchResult {
   ok: boolean;
@@ -48,20 +41,9 @@ describe.runIf(engine === 'pglite' && available)('CORS in Chromium', () => {
     await app.listen({ port: 0, host: '127.0.0.1' });
     apiBase = `http://api.test:${(app.server.address() as AddressInfo).port}`;
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--host-resolver-rules=MAP app.test 127.0.0.1, MAP evil.test 127.0.0.1, MAP api.test 127.0.0.1',
-      ],
-    });
+    browser = await launchChromium([
+      '--host-resolver-rules=MAP app.test 127.0.0.1, MAP evil.test 127.0.0.1, MAP api.test 127.0.0.1',
+    ]);
   }, 60_000);
 
   afterAll(async () => {

@@ -4,89 +4,50 @@
 // password by changing it. A weak password shows the rule and keeps the form; a used or expired
 // link says so. The page loads nothing but its own files, under a strict Content-Security-Policy
 // that Chromium enforces (a violation would be a console error).
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { sql } from 'kysely';
-import { simpleParser, type ParsedMail } from 'mailparser';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { SMTPServer } from 'smtp-server';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromiumAvailable, launchChromium } from '../support/chromium.js';
 import { createUser } from '../support/factories.js';
-import { required } from '../support/required.js';
+import { mailCatcher, type MailCatcher } from '../support/mail-catcher.js';
+import { freePort } from '../support/private-postgres.js';
 import { buildTestApp, engine, type TestApp } from '../support/test-app.js';
 import { bearer } from '../support/tokens.js';
 import { until } from '../support/until.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available =
-  engine !== 'pglite' ||
-  required(
-    'test/processes/reset-page.test.ts',
-    existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install -y chromium)`,
-  );
-
-/** A port free right now on 127.0.0.1: the service's BASE_URL (and so its links) needs it first. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
+const available = chromiumAvailable('test/processes/reset-page.test.ts');
 
 describe.runIf(engine === 'pglite' && available)('the password reset page in Chromium', () => {
-  const received: ParsedMail[] = [];
-  let smtp: SMTPServer | undefined;
+  let mails: MailCatcher | undefined;
   let built: TestApp | undefined;
   let browser: Browser | undefined;
   let base: string;
   const problems: string[] = []; // console errors and requests leaving the page's origin
 
   beforeAll(async () => {
-    const server = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ['STARTTLS'],
-      logger: false,
-      onData(stream, _session, done) {
-        simpleParser(stream).then(
-          (mail) => {
-            received.push(mail);
-            done();
-          },
-          (error: unknown) => done(error as Error),
-        );
-      },
-    });
-    smtp = server;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    mails = await mailCatcher();
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     // PASSWORD_RESET_URL left to its default: the link leads to the service's own page.
     built = await buildTestApp({
       BASE_URL: base,
-      SMTP_URL: `smtp://127.0.0.1:${(server.server.address() as { port: number }).port}`,
+      SMTP_URL: mails.url,
       SMTP_FROM: 'Shop <no-reply@shop.example>',
     });
     await built.app.listen({ port, host: '127.0.0.1' });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {
     await browser?.close();
     await built?.app.close();
-    await new Promise<void>((resolve) => (smtp === undefined ? resolve() : smtp.close(() => resolve())));
+    await mails?.close();
   });
 
   /** Asks for a reset of a new user as that user; the link of the mail it got. */
   async function mailedLink(): Promise<{ link: string; userId: number }> {
     const user = await createUser(built!.app);
+    const received = mails!.received;
     const before = received.length;
     const asked = await built!.app.inject({
       method: 'POST',

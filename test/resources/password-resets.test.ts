@@ -3,36 +3,20 @@
 // password, and the token never shows anywhere but in the mail.
 import { createServer, type Server, type Socket } from 'node:net';
 import { sql } from 'kysely';
-import { simpleParser, type ParsedMail } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { aUserRequest, asAdmin, createUser } from '../support/factories.js';
 import { buildTestApp } from '../support/test-app.js';
 import { bearer } from '../support/tokens.js';
+import { mailCatcher } from '../support/mail-catcher.js';
 import { until } from '../support/until.js';
 
-const received: ParsedMail[] = [];
-const smtp = new SMTPServer({
-  authOptional: true,
-  disabledCommands: ['STARTTLS'],
-  logger: false,
-  onData(stream, _session, done) {
-    simpleParser(stream).then(
-      (mail) => {
-        received.push(mail);
-        done();
-      },
-      (error: unknown) => done(error as Error),
-    );
-  },
-});
-await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-const smtpPort = (smtp.server.address() as { port: number }).port;
-afterAll(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
+const mails = await mailCatcher();
+const { received } = mails;
+afterAll(() => mails.close());
 
 const RESET_URL = 'https://app.example.com/reset?token={token}';
 const { app, logs } = await buildTestApp({
-  SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+  SMTP_URL: mails.url,
   SMTP_FROM: 'Shop <no-reply@shop.example>',
   PASSWORD_RESET_URL: RESET_URL,
   PASSWORD_RESET_TTL_MINUTES: '30',

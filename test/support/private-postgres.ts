@@ -21,7 +21,8 @@ const isRoot = process.getuid?.() === 0;
 export const privatePostgresUnavailable: string | undefined =
   bin === undefined ? 'no PostgreSQL server binaries under /usr/lib/postgresql' : undefined;
 
-async function freePort(): Promise<number> {
+/** A port free right now on 127.0.0.1 (for a server that must be told its port before it starts). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer().listen(0, '127.0.0.1', () => {
       const { port } = server.address() as { port: number };
