@@ -83,7 +83,17 @@ export interface Measurement {
   requests: number;
 }
 
-export function wrk(server: Server, lua: string, seconds: number, connections = CONNECTIONS): Promise<Measurement> {
+/**
+ * `seconds` of wrk's closed loop against `server`. Any answer but 2xx/3xx fails the measurement,
+ * unless `refusals` (a server measured while it refuses everything: its 503s are the point).
+ */
+export function wrk(
+  server: Server,
+  lua: string,
+  seconds: number,
+  connections = CONNECTIONS,
+  { refusals = false } = {},
+): Promise<Measurement> {
   return new Promise((resolve, reject) => {
     const before = { server: cpuTicks(server.pid), pg: postgresTicks() };
     const [command, ...rest] = pin(LOAD_CORE, [
@@ -115,7 +125,7 @@ export function wrk(server: Server, lua: string, seconds: number, connections = 
         p50: number;
         p99: number;
       };
-      if (r.errors > 0 || r.status > 0)
+      if (r.errors > 0 || (r.status > 0 && !refusals))
         return reject(new Error(`${server.name}: ${r.errors} socket errors, ${r.status} responses not 2xx/3xx`));
       const byKind = postgresDelta(before.pg, postgresTicks());
       const pgTicks = [...byKind.values()].reduce((a, b) => a + b, 0);

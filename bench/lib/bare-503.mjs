@@ -1,0 +1,11 @@
+// The leanest refusal (bench --overload): a bare node:http server answering every request 503
+// with a short body, the floor a refusal by the service is compared with. PORT: where it listens.
+import { createServer } from 'node:http';
+
+const body = '{"status":503}';
+const server = createServer((_req, res) => {
+  res.writeHead(503, { 'content-type': 'application/json', 'content-length': body.length, 'retry-after': '1' });
+  res.end(body);
+});
+server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log('ready'));
+process.on('SIGTERM', () => process.exit(0));
