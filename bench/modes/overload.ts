@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import {
   DB_URL,
   LOAD_CORE,
+  ONLY,
   POOL,
   ROOT,
   TICK_US,
@@ -261,7 +262,7 @@ export async function overload(): Promise<void> {
     ],
   ];
   const verdicts: string[] = [];
-  for (const mix of mixes()) {
+  for (const mix of mixes().filter((m) => ONLY === undefined || ONLY.test(m.name))) {
     // C, and the same build queueing everything (OVERLOAD_PROTECTION=false) for comparison: a
     // closed loop is measured without the limit, which would refuse what a crowd of 64 queues.
     await vacuumAnalyze();

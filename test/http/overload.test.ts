@@ -158,3 +158,29 @@ describe.runIf(engine === 'postgres')('the event-loop backstop', () => {
     );
   });
 });
+
+describe.runIf(engine === 'postgres')('the adaptive limit and the event loop', () => {
+  it('admits fewer while the loop lags past half the backstop threshold, though each request is answered in time', async () => {
+    const lagging = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: '200' });
+    const at = new URL(await lagging.app.listen({ port: 0, host: '127.0.0.1' }));
+    const before = lagging.app.admission.limiter.limit;
+    // Past the start-up's grace: windows of a dozen requests, each window with a turn of the
+    // loop that lasts 150 ms (over the limit's target of 100, under the backstop's 200).
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    for (let window = 0; window < 4; window++) {
+      const answers = Array.from({ length: 12 }, () =>
+        fetch(new URL('/api/v1/users?page=1&size=5', at), { headers: { authorization: ADMIN } }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const until = performance.now() + 150;
+      while (performance.now() < until);
+      for (const answer of await Promise.all(answers)) {
+        expect([200, 503]).toContain(answer.status);
+        await answer.arrayBuffer();
+      }
+    }
+    const after = lagging.app.admission.limiter.limit;
+    expect(after).toBeLessThan(before * 0.7);
+    expect(await lagging.app.metrics.metrics()).toMatch(new RegExp(`^http_concurrency_limit ${after}$`, 'm'));
+  });
+});

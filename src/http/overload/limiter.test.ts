@@ -93,4 +93,34 @@ describe('the adaptive concurrency limit', () => {
     expect(limiter.tryAcquire()).toBe(true);
     expect(() => new ConcurrencyLimiter({ min: 10, max: 5 })).toThrow(RangeError);
   });
+
+  it('falls while the event loop lags past its target though latency holds, holds past half of it, and rises once the loop keeps up', () => {
+    // Requests queued unread in the sockets of a full core: the admitted ones are answered in
+    // 10 ms, but each turn of the loop lasts 200 ms.
+    let delay = 0;
+    const limiter = new ConcurrencyLimiter({
+      min: 4,
+      max: 1000,
+      initial: 200,
+      loopDelay: () => delay,
+      loopDelayTargetMs: 50,
+    });
+    const clock = { now: 0 };
+    drive(limiter, clock, 10, 10);
+    const before = limiter.limit;
+    delay = 200;
+    const behind = drive(limiter, clock, 5, 10);
+    expect(behind.at(-1)!).toBeLessThan(before / 8);
+    // Past half the target: no growth, latency or not.
+    delay = 30;
+    const held = drive(limiter, clock, 30, 10);
+    expect(Math.max(...held)).toBe(behind.at(-1)!);
+    delay = 5;
+    const recovered = drive(limiter, clock, 30, 10);
+    expect(recovered.at(-1)!).toBeGreaterThan(behind.at(-1)! * 2);
+    // Without the loop's delay, the same latency never shrinks the limit.
+    const blind = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 200 });
+    const limits = drive(blind, { now: 0 }, 15, 10);
+    expect(Math.min(...limits)).toBeGreaterThanOrEqual(200);
+  });
 });

@@ -11,6 +11,13 @@
 // term is pulled down at once when latency falls back, so that the limit recovers in a few
 // windows after the load has passed. A window in which fewer than half the limit were ever in
 // flight says nothing about the limit (the service was not the bottleneck): it changes nothing.
+//
+// Latency from admission to answer misses one queue: the requests waiting unread in the sockets
+// of a process whose core is full. A single-threaded server reads its sockets once a turn of the
+// event loop, so that wait is the length of a turn, which the loop's delay measures. When told
+// it (`loopDelay`), a window whose delay passes `loopDelayTargetMs` shrinks the limit at once in
+// proportion (at most halving it; not smoothed), and one past half of it lets the limit hold but
+// not grow: the admitted work then leaves the core room to read and refuse the rest in time.
 
 export interface LimiterOptions {
   min: number;
@@ -34,6 +41,12 @@ export interface LimiterOptions {
    * instance does in time.
    */
   floorMs?: number;
+  /**
+   * The event loop's delay during the window just ended (ms; called once a window), and the
+   * delay past which the limit shrinks. Without it, latency alone steers the limit.
+   */
+  loopDelay?: () => number;
+  loopDelayTargetMs?: number;
 }
 
 export class ConcurrencyLimiter {
@@ -50,6 +63,8 @@ export class ConcurrencyLimiter {
   readonly #longWindow: number;
   readonly #smoothing: number;
   readonly #floorMs: number;
+  #loopDelay: (() => number) | undefined;
+  #loopDelayTargetMs: number;
 
   #windowStart = 0;
   #windowSum = 0;
@@ -72,6 +87,14 @@ export class ConcurrencyLimiter {
     this.#longWindow = options.longWindow ?? 600;
     this.#smoothing = options.smoothing ?? 0.2;
     this.#floorMs = options.floorMs ?? 25;
+    this.#loopDelay = options.loopDelay;
+    this.#loopDelayTargetMs = options.loopDelayTargetMs ?? 50;
+  }
+
+  /** From now on, heeds the event loop's delay (see LimiterOptions.loopDelay). */
+  heedLoopDelay(loopDelay: () => number, targetMs: number): void {
+    this.#loopDelay = loopDelay;
+    this.#loopDelayTargetMs = targetMs;
   }
 
   /** The current limit. */
@@ -122,10 +145,20 @@ export class ConcurrencyLimiter {
     if (this.#long > 2 * short) this.#long = 0.9 * this.#long + 0.1 * short;
     if (this.#long > 2 * short) this.#long = 2 * short;
 
+    // The loop behind its target: fewer in flight, at once.
+    const delay = this.#loopDelay?.() ?? 0;
+    if (delay > this.#loopDelayTargetMs) {
+      this.#limit = Math.max(this.min, this.#limit * Math.max(0.5, this.#loopDelayTargetMs / delay));
+      this.#ceiling = Math.floor(this.#limit);
+      return;
+    }
+
     const reference = Math.max(this.#long, this.#floorMs);
     const gradient = Math.max(0.5, Math.min(1, (this.#tolerance * reference) / Math.max(short, 1e-3)));
     // Not the bottleneck this window (little was in flight) and not slow: nothing learned.
     if (peak < this.#limit / 2 && gradient === 1) return;
+    // The loop past half its target: no room to admit more.
+    if (gradient === 1 && delay > this.#loopDelayTargetMs / 2) return;
     const next = this.#limit * gradient + (gradient === 1 ? Math.sqrt(this.#limit) : 0);
     const limit = this.#limit * (1 - this.#smoothing) + next * this.#smoothing;
     this.#limit = Math.min(this.max, Math.max(this.min, limit));

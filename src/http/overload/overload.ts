@@ -2,6 +2,7 @@
 // adaptive limit, the count of requests shed and one warning while shedding lasts, the
 // event-loop backstop (@fastify/under-pressure), and what readiness learns from the requests in
 // flight. Admission itself happens before Fastify (admission.ts).
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import underPressure from '@fastify/under-pressure';
@@ -22,6 +23,8 @@ export const NOT_READY_AFTER_MS = 2000;
 const SAMPLE_MS = 100;
 /** Building the app blocks the loop: its samples are not heeded until this long after ready. */
 const STARTUP_GRACE_MS = 2000;
+/** The resolution of the event loop's delay as the limit reads it. */
+const LOOP_RESOLUTION_MS = 5;
 /** At most one warning this often while requests are shed. */
 const WARN_EVERY_MS = 10_000;
 
@@ -123,6 +126,21 @@ async function overload(
   });
   // Admission asks too, before Fastify: the cheaper place to refuse what the loop is behind on.
   admission.lagging = () => app.isUnderPressure() && performance.now() >= heededFrom;
+  // Before the backstop trips, the adaptive limit heeds the loop's delay (limiter.ts): past half
+  // the backstop's threshold in a window, fewer requests are admitted, so that the core keeps
+  // room to read and refuse the rest in time. The worst delay of each window, once past the
+  // start-up grace.
+  const delays = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  delays.enable();
+  admission.limiter.heedLoopDelay(() => {
+    const worst = delays.max / 1e6 - LOOP_RESOLUTION_MS;
+    delays.reset();
+    return performance.now() < heededFrom ? 0 : worst;
+  }, eventLoopDelayMs / 2);
+  app.addHook('onClose', (_app, done) => {
+    delays.disable();
+    done();
+  });
 }
 
 export default fp(overload, { name: 'overload', dependencies: ['metrics'] });
