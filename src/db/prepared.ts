@@ -4,7 +4,7 @@
 // is built once with placeholder arguments; running it only swaps the values in.
 import { CompiledQuery, sql, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Span } from '@opentelemetry/api';
-import { adoptQuery, endGatheredRead, startGatheredRead, traceGathered, untraced } from '../tracing/db-spans.js';
+import { adoptQuery, traceStatement, untraced } from '../tracing/db-spans.js';
 import { Batcher } from './batcher.js';
 import type { Database, Db } from './database.js';
 import { Overloaded } from '../errors.js';
@@ -163,12 +163,6 @@ export function anyOf(ids: string): RawBuilder<number> {
   return sql<number>`any(string_to_array(${ids}, ',')::bigint[])`;
 }
 
-/** A read asked of a gathered statement: its id, and the span of its wait if sampled. */
-interface GatheredAsk {
-  id: number;
-  read: Span | undefined;
-}
-
 /** Reads gathered at most into one statement. */
 const GATHERED_MAX = 128;
 /** Gathered statements out at once, per read and database: reads gather while they run. */
@@ -179,31 +173,26 @@ const GATHERED_IN_FLIGHT = 4;
  * `many` for the ids asked in the same moment: one statement, each caller its own row (or none:
  * its 404), a failure only the failure of the reads it carried. A read that waited longer than
  * the pool's queue time-out for its statement is not sent (503, as a statement that waited for a
- * connection). A sampled request's read joins too (its spans: run's comment); in a transaction it is `one`.
+ * connection). A sampled request's read joins too, with a span of its own; in a transaction it is `one`.
  */
 export function prepareById<R extends { id: number }>(
   one: Prepared<R, [number]>,
   many: Prepared<R, [string]>,
 ): Prepared<R, [number]> {
-  const batchers = new WeakMap<object, Batcher<GatheredAsk, R[]>>();
-  const batcherOf = (db: Db, how: Gathering): Batcher<GatheredAsk, R[]> => {
+  const batchers = new WeakMap<object, Batcher<number, R[]>>();
+  const batcherOf = (db: Db, how: Gathering): Batcher<number, R[]> => {
     let batcher = batchers.get(db);
     if (batcher === undefined) {
       const direct = how === 'direct';
-      const send = async (ids: number[]): Promise<R[][]> => {
-        if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
-        const rows = await many(db, [...new Set(ids)].join(','));
-        const byId = new Map(rows.map((row) => [row.id, row]));
-        return ids.map((id) => {
-          const row = byId.get(id);
-          return row === undefined ? [] : [row];
-        });
-      };
-      batcher = new Batcher<GatheredAsk, R[]>(
-        (asks) => {
-          const ids = asks.map((ask) => ask.id);
-          const reads = asks.flatMap((ask) => (ask.read === undefined ? [] : [ask.read]));
-          return reads.length === 0 ? send(ids) : traceGathered('SELECT', reads, ids.length, () => send(ids));
+      batcher = new Batcher<number, R[]>(
+        async (ids) => {
+          if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
+          const rows = await many(db, [...new Set(ids)].join(','));
+          const byId = new Map(rows.map((row) => [row.id, row]));
+          return ids.map((id) => {
+            const row = byId.get(id);
+            return row === undefined ? [] : [row];
+          });
         },
         {
           maxSize: GATHERED_MAX,
@@ -221,20 +210,17 @@ export function prepareById<R extends { id: number }>(
     const how = gathering.get(db);
     if (how === undefined) {
       // A sampled request's handle (tracedDb): its read joins the gathered statement of its
-      // moment like any other (sent apart, sampled reads cost the driver ~12 µs each under load:
-      // docs/tracing.md). Its wait is a `gathered read` span beneath the request's, linked to
-      // the statement's one CLIENT span; alone, its statement is traced as every statement is.
+      // moment like any other, with a CLIENT span of its own beneath the request's span (alone,
+      // its statement is traced as every statement is). Sent apart, sampled reads cost the
+      // driver ~12 µs each under load (docs/tracing.md).
       const made = untraced(db);
       const baseHow = made === undefined ? undefined : gathering.get(made.base);
       if (made === undefined || baseHow === undefined) return one(db, id);
       const batcher = batcherOf(made.base, baseHow);
-      const alone = batcher.alone(() => one(db, id));
-      if (alone !== undefined) return alone;
-      const read = startGatheredRead(made.span);
-      return endGatheredRead(read, batcher.call({ id, read }));
+      return batcher.alone(() => one(db, id)) ?? traceStatement('SELECT', () => batcher.call(id), made.span);
     }
     const batcher = batcherOf(db, how);
-    return batcher.alone(() => one(db, id)) ?? batcher.call({ id, read: undefined });
+    return batcher.alone(() => one(db, id)) ?? batcher.call(id);
   };
   return Object.assign(run, { statement: (db: Db, id: number) => one.statement(db, id) });
 }

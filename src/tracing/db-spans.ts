@@ -117,61 +117,6 @@ export function traceStatement<T>(sql: string, run: () => Promise<T>, parent: Sp
 }
 
 /**
- * A sampled request's read that joined a gathered statement (db/prepared.ts, prepareById): an
- * INTERNAL span `gathered read` beneath the request's span, for the read's wait and answer; it is
- * linked to the statement's one CLIENT span (traceGathered). Undefined while tracing is off.
- */
-export function startGatheredRead(parent: Span): Span | undefined {
-  const t = tracer();
-  if (t === undefined) return undefined;
-  return t.startSpan(
-    'gathered read',
-    { kind: SpanKind.INTERNAL, attributes: { 'db.system.name': 'postgresql' } },
-    trace.setSpan(ROOT_CONTEXT, parent),
-  );
-}
-
-/** Ends a `gathered read` span when its read settles (an error marks it). */
-export function endGatheredRead<T>(span: Span | undefined, read: Promise<T>): Promise<T> {
-  if (span === undefined) return read;
-  return read.then(
-    (result) => {
-      span.end();
-      return result;
-    },
-    (error: unknown) => {
-      fail(span, error);
-      span.end();
-      throw error;
-    },
-  );
-}
-
-/**
- * A gathered statement that carries sampled reads: one CLIENT span for the statement (beneath
- * the first of their `gathered read` spans, `db.operation.batch.size` the reads it carries,
- * sampled or not), linked from each of them, so that every request it served points at it.
- */
-export function traceGathered<T>(sql: string, reads: readonly Span[], size: number, run: () => Promise<T>): Promise<T> {
-  const first = reads[0];
-  const span = first === undefined ? undefined : startStatement(first, sql);
-  if (span === undefined) return run();
-  span.setAttribute('db.operation.batch.size', size);
-  for (const read of reads) read.addLink({ context: span.spanContext() });
-  return run().then(
-    (result) => {
-      span.end();
-      return result;
-    },
-    (error: unknown) => {
-      fail(span, error);
-      span.end();
-      throw error;
-    },
-  );
-}
-
-/**
  * The spans of one connection's statements. A transaction's BEGIN is sent before any of its
  * queries names a parent: its times are kept, and its span is written beneath the parent of the
  * first traced statement that follows; COMMIT and ROLLBACK go beneath the same parent.

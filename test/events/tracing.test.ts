@@ -26,7 +26,6 @@ interface OtlpSpan {
   kind: number;
   attributes: { key: string; value: OtlpValue }[];
   status?: { code?: number; message?: string };
-  links?: { traceId: string; spanId: string }[];
 }
 interface Exported {
   resource: Record<string, unknown>;
@@ -261,36 +260,6 @@ describe('an order', () => {
       expect(statements).toHaveLength(own);
     }
     expect(new Set(servers.map((s) => s.span.traceId)).size).toBe(servers.length);
-  });
-
-  it('gives a gathered statement one CLIENT span, linked from the read of every request it served', async () => {
-    const users = await Promise.all(Array.from({ length: 8 }, () => createUser(app)));
-    const reads = await Promise.all(
-      Array.from({ length: 24 }, (_, i) => api({ method: 'GET', url: `/api/v1/users/${users[i % 8]!.id}` })),
-    );
-    for (const read of reads) expect(read.statusCode, read.body).toBe(200);
-    const servers = await Promise.all(reads.map((r) => serverSpanOf(String(r.headers['x-request-id']))));
-    const waits = servers.flatMap((server) => childrenOf(server).filter((s) => s.span.name === 'gathered read'));
-    if (engine !== 'postgres') {
-      // PGlite reads are not gathered: each request has its own statement.
-      expect(waits).toEqual([]);
-      return;
-    }
-    // The first reads go alone (their statements are their own); the rest were gathered.
-    expect(waits.length).toBeGreaterThan(0);
-    for (const wait of waits) expect(wait.span.links).toHaveLength(1);
-    const ids = new Set(waits.map((wait) => wait.span.links![0]!.spanId));
-    const statements = otlp.spans.filter((s) => ids.has(s.span.spanId));
-    expect(statements).toHaveLength(ids.size);
-    for (const statement of statements) {
-      expect(statement.span.kind).toBe(CLIENT);
-      expect(statement.span.name).toBe('SELECT');
-      const served = waits.filter((wait) => wait.span.links![0]!.spanId === statement.span.spanId);
-      // Beneath the first read it served; its size, every read it carried (all sampled here).
-      expect(served.map((wait) => wait.span.spanId)).toContain(statement.span.parentSpanId);
-      expect(statement.attributes['db.operation.batch.size']).toBe(served.length);
-    }
-    expect(Math.max(...statements.map((s) => Number(s.attributes['db.operation.batch.size'])))).toBeGreaterThan(1);
   });
 
   it('reaches the receiver in the same trace: the delivery is a CLIENT span of it, and sends traceparent on', async () => {
