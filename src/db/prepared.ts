@@ -4,7 +4,7 @@
 // is built once with placeholder arguments; running it only swaps the values in.
 import { CompiledQuery, sql, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Span } from '@opentelemetry/api';
-import { adoptQuery, traceStatement, untraced } from '../tracing/db-spans.js';
+import { adoptQuery, gatheredRead, traceGathered, untraced, type GatheredRead } from '../tracing/db-spans.js';
 import { Batcher } from './batcher.js';
 import type { Database, Db } from './database.js';
 import { Overloaded } from '../errors.js';
@@ -173,26 +173,37 @@ const GATHERED_IN_FLIGHT = 4;
  * `many` for the ids asked in the same moment: one statement, each caller its own row (or none:
  * its 404), a failure only the failure of the reads it carried. A read that waited longer than
  * the pool's queue time-out for its statement is not sent (503, as a statement that waited for a
- * connection). A sampled request's read joins too, with a span of its own; in a transaction it is `one`.
+ * connection). A sampled request's read joins too (its spans: traceGathered); in a transaction it is `one`.
  */
 export function prepareById<R extends { id: number }>(
   one: Prepared<R, [number]>,
   many: Prepared<R, [string]>,
 ): Prepared<R, [number]> {
-  const batchers = new WeakMap<object, Batcher<number, R[]>>();
-  const batcherOf = (db: Db, how: Gathering): Batcher<number, R[]> => {
+  // An ask is the id, or for a sampled request's read the id with its span (GatheredRead).
+  type Ask = number | GatheredRead;
+  const batchers = new WeakMap<object, Batcher<Ask, R[]>>();
+  const batcherOf = (db: Db, how: Gathering): Batcher<Ask, R[]> => {
     let batcher = batchers.get(db);
     if (batcher === undefined) {
       const direct = how === 'direct';
-      batcher = new Batcher<number, R[]>(
-        async (ids) => {
-          if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
-          const rows = await many(db, [...new Set(ids)].join(','));
-          const byId = new Map(rows.map((row) => [row.id, row]));
-          return ids.map((id) => {
-            const row = byId.get(id);
-            return row === undefined ? [] : [row];
+      const send = async (ids: number[]): Promise<R[][]> => {
+        if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
+        const rows = await many(db, [...new Set(ids)].join(','));
+        const byId = new Map(rows.map((row) => [row.id, row]));
+        return ids.map((id) => {
+          const row = byId.get(id);
+          return row === undefined ? [] : [row];
+        });
+      };
+      batcher = new Batcher<Ask, R[]>(
+        (asks) => {
+          let sampled: GatheredRead[] | undefined;
+          const ids = asks.map((ask) => {
+            if (typeof ask === 'number') return ask;
+            (sampled ??= []).push(ask);
+            return ask.id;
           });
+          return sampled === undefined ? send(ids) : traceGathered('SELECT', sampled, ids.length, () => send(ids));
         },
         {
           maxSize: GATHERED_MAX,
@@ -210,14 +221,14 @@ export function prepareById<R extends { id: number }>(
     const how = gathering.get(db);
     if (how === undefined) {
       // A sampled request's handle (tracedDb): its read joins the gathered statement of its
-      // moment like any other, with a CLIENT span of its own beneath the request's span (alone,
-      // its statement is traced as every statement is). Sent apart, sampled reads cost the
-      // driver ~12 µs each under load (docs/tracing.md).
+      // moment like any other (sent apart, sampled reads cost the driver ~12 µs each under load:
+      // docs/tracing.md); the statement's spans: traceGathered. Alone, its statement is traced
+      // as every statement is.
       const made = untraced(db);
       const baseHow = made === undefined ? undefined : gathering.get(made.base);
       if (made === undefined || baseHow === undefined) return one(db, id);
       const batcher = batcherOf(made.base, baseHow);
-      return batcher.alone(() => one(db, id)) ?? traceStatement('SELECT', () => batcher.call(id), made.span);
+      return batcher.alone(() => one(db, id)) ?? batcher.call(gatheredRead(id, made.span));
     }
     const batcher = batcherOf(db, how);
     return batcher.alone(() => one(db, id)) ?? batcher.call(id);

@@ -116,6 +116,67 @@ export function traceStatement<T>(sql: string, run: () => Promise<T>, parent: Sp
   );
 }
 
+/** A sampled request's read asked of a gathered statement (db/prepared.ts, prepareById). */
+export interface GatheredRead {
+  readonly id: number;
+  /** The request's span. */
+  readonly parent: Span;
+  /** When it was asked (epoch ms, as span times). */
+  readonly at: number;
+}
+
+/** A sampled request's read, asked now. */
+export function gatheredRead(id: number, parent: Span): GatheredRead {
+  return { id, parent, at: now() };
+}
+
+/**
+ * A gathered statement that carries sampled reads: one CLIENT span for the statement, beneath
+ * the request of the first sampled read it carried (with `db.operation.batch.size`, the reads
+ * it carried, sampled or not, when more than one), as a statement of its own is. Every other
+ * sampled request it served gets an INTERNAL span `gathered read` beneath its own span, from its
+ * ask to its answer, linked to the statement's span: a trace viewer follows the link.
+ */
+export function traceGathered<T>(
+  sql: string,
+  reads: readonly GatheredRead[],
+  size: number,
+  run: () => Promise<T>,
+): Promise<T> {
+  const first = reads[0];
+  const span = first === undefined ? undefined : startStatement(first.parent, sql);
+  if (span === undefined) return run();
+  if (size > 1) span.setAttribute('db.operation.batch.size', size);
+  const settle = (error: unknown) => {
+    if (error !== undefined) fail(span, error);
+    span.end();
+    if (reads.length === 1) return;
+    const t = tracer();
+    if (t === undefined) return;
+    const links = [{ context: span.spanContext() }];
+    for (let i = 1; i < reads.length; i++) {
+      const read = reads[i] as GatheredRead;
+      const wait = t.startSpan(
+        'gathered read',
+        { kind: SpanKind.INTERNAL, startTime: read.at, links, attributes: { 'db.system.name': 'postgresql' } },
+        trace.setSpan(ROOT_CONTEXT, read.parent),
+      );
+      if (error !== undefined) fail(wait, error);
+      wait.end();
+    }
+  };
+  return run().then(
+    (result) => {
+      settle(undefined);
+      return result;
+    },
+    (error: unknown) => {
+      settle(error ?? new Error('failed'));
+      throw error;
+    },
+  );
+}
+
 /**
  * The spans of one connection's statements. A transaction's BEGIN is sent before any of its
  * queries names a parent: its times are kept, and its span is written beneath the parent of the

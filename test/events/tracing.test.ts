@@ -26,6 +26,7 @@ interface OtlpSpan {
   kind: number;
   attributes: { key: string; value: OtlpValue }[];
   status?: { code?: number; message?: string };
+  links?: { traceId: string; spanId: string }[];
 }
 interface Exported {
   resource: Record<string, unknown>;
@@ -260,6 +261,43 @@ describe('an order', () => {
       expect(statements).toHaveLength(own);
     }
     expect(new Set(servers.map((s) => s.span.traceId)).size).toBe(servers.length);
+  });
+
+  it('gives a gathered statement one CLIENT span, beneath one request it served and linked from the others', async () => {
+    const users = await Promise.all(Array.from({ length: 8 }, () => createUser(app)));
+    const reads = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => api({ method: 'GET', url: `/api/v1/users/${users[i % 8]!.id}` })),
+    );
+    for (const read of reads) expect(read.statusCode, read.body).toBe(200);
+    const servers = await Promise.all(reads.map((r) => serverSpanOf(String(r.headers['x-request-id']))));
+    const ofRequest = new Map(servers.map((server) => [server.span.spanId, server]));
+    const children = servers.flatMap((server) => childrenOf(server));
+    const statements = children.filter((s) => s.span.name === 'SELECT');
+    const waits = children.filter((s) => s.span.name === 'gathered read');
+    // Every request has exactly one: its statement, or its wait for another's.
+    expect(statements.length + waits.length).toBe(servers.length);
+    for (const statement of statements) expect(statement.span.kind).toBe(CLIENT);
+    if (engine !== 'postgres') {
+      // PGlite reads are not gathered: each request has its own statement.
+      expect(waits).toEqual([]);
+      return;
+    }
+    const gathered = statements.filter((s) => s.attributes['db.operation.batch.size'] !== undefined);
+    expect(gathered.length).toBeGreaterThan(0);
+    for (const wait of waits) {
+      expect(wait.span.kind).toBe(1); // INTERNAL
+      expect(wait.span.links).toHaveLength(1);
+      const linked = gathered.find((s) => s.span.spanId === wait.span.links![0]!.spanId);
+      expect(linked, 'the statement it links to').toBeDefined();
+      expect(wait.span.links![0]!.traceId).toBe(linked!.span.traceId);
+      expect(wait.span.parentSpanId).not.toBe(linked!.span.parentSpanId);
+    }
+    for (const statement of gathered) {
+      // Beneath one of the requests it carried; linked from each other one (all sampled here).
+      expect(ofRequest.has(statement.span.parentSpanId ?? '')).toBe(true);
+      const linking = waits.filter((wait) => wait.span.links![0]!.spanId === statement.span.spanId);
+      expect(statement.attributes['db.operation.batch.size']).toBe(linking.length + 1);
+    }
   });
 
   it('reaches the receiver in the same trace: the delivery is a CLIENT span of it, and sends traceparent on', async () => {
