@@ -98,13 +98,8 @@ describe('the adaptive concurrency limit', () => {
     // Requests queued unread in the sockets of a full core: the admitted ones are answered in
     // 10 ms, but each turn of the loop lasts 200 ms.
     let delay = 0;
-    const limiter = new ConcurrencyLimiter({
-      min: 4,
-      max: 1000,
-      initial: 200,
-      loopDelay: () => delay,
-      loopDelayTargetMs: 50,
-    });
+    const limiter = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 200 });
+    limiter.heedLoopDelay(() => delay, 50);
     const clock = { now: 0 };
     drive(limiter, clock, 10, 10);
     const before = limiter.limit;

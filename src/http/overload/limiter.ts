@@ -15,7 +15,7 @@
 // Latency from admission to answer misses one queue: the requests waiting unread in the sockets
 // of a process whose core is full. A single-threaded server reads its sockets once a turn of the
 // event loop, so that wait is the length of a turn, which the loop's delay measures. When told
-// it (`loopDelay`), a window whose delay passes `loopDelayTargetMs` shrinks the limit at once in
+// it (heedLoopDelay), a window whose delay passes its target shrinks the limit at once in
 // proportion (at most halving it; not smoothed), and one past half of it lets the limit hold but
 // not grow: the admitted work then leaves the core room to read and refuse the rest in time.
 
@@ -41,12 +41,6 @@ export interface LimiterOptions {
    * instance does in time.
    */
   floorMs?: number;
-  /**
-   * The event loop's delay during the window just ended (ms; called once a window), and the
-   * delay past which the limit shrinks. Without it, latency alone steers the limit.
-   */
-  loopDelay?: () => number;
-  loopDelayTargetMs?: number;
 }
 
 export class ConcurrencyLimiter {
@@ -64,7 +58,7 @@ export class ConcurrencyLimiter {
   readonly #smoothing: number;
   readonly #floorMs: number;
   #loopDelay: (() => number) | undefined;
-  #loopDelayTargetMs: number;
+  #loopDelayTargetMs = 50;
 
   #windowStart = 0;
   #windowSum = 0;
@@ -87,11 +81,13 @@ export class ConcurrencyLimiter {
     this.#longWindow = options.longWindow ?? 600;
     this.#smoothing = options.smoothing ?? 0.2;
     this.#floorMs = options.floorMs ?? 25;
-    this.#loopDelay = options.loopDelay;
-    this.#loopDelayTargetMs = options.loopDelayTargetMs ?? 50;
   }
 
-  /** From now on, heeds the event loop's delay (see LimiterOptions.loopDelay). */
+  /**
+   * From now on, heeds the event loop's delay: `loopDelay` says it for the window just ended (ms;
+   * called once a window), `targetMs` the delay past which the limit shrinks. Until then, latency
+   * alone steers the limit.
+   */
   heedLoopDelay(loopDelay: () => number, targetMs: number): void {
     this.#loopDelay = loopDelay;
     this.#loopDelayTargetMs = targetMs;
