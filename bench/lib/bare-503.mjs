@@ -1,5 +1,6 @@
 // The leanest refusal (bench --overload): a bare node:http server answering every request 503
-// with a short body, the floor a refusal by the service is compared with. PORT: where it listens.
+// with a short body: the floor a refusal by the service is compared with (on the server core),
+// and the generator's own floor (on the load core). PORT: where it listens.
 import { createServer } from 'node:http';
 
 const body = '{"status":503}';

@@ -49,10 +49,11 @@ export async function startServer(
   port: number,
   script: string[],
   env: Record<string, string>,
+  core: string = SERVER_CORE,
 ): Promise<Server> {
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');
-  const [command, ...rest] = pin(SERVER_CORE, [process.execPath, ...script]);
+  const [command, ...rest] = pin(core, [process.execPath, ...script]);
   const child = spawn(command, rest, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },

@@ -7,7 +7,6 @@
 // (the same build, queueing everything), the generator's own floor against a bare node:http
 // server answering 503, and the service's CPU per refusal.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
@@ -141,23 +140,26 @@ function refusedFrom(p: Phase, from: number): number {
 
 /** A bare node:http server answering 503 at once: the generator's own floor. */
 async function bareFloor(rate: number): Promise<number> {
-  const body = '{"status":503}';
-  const server = createServer((_req, res) => {
-    res.writeHead(503, { 'content-type': 'application/json', 'content-length': body.length, 'retry-after': '1' });
-    res.end(body);
-  });
-  // In this process (the load core): it measures the generator, not a server core.
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  const result = await openLoop({
-    port,
-    rate,
-    seconds: 5,
-    plan: () => ({ method: 'GET', path: '/' }),
-    headers: authorization(),
-  });
-  server.close();
-  return percentile(result.refused, 99);
+  // On the load core: it measures the generator, not a server core.
+  const bare = await startServer(
+    'bare-503-floor',
+    18094,
+    [join(ROOT, 'bench/lib/bare-503.mjs')],
+    { PORT: '18094' },
+    LOAD_CORE,
+  );
+  try {
+    const result = await openLoop({
+      port: bare.port,
+      rate,
+      seconds: 5,
+      plan: () => ({ method: 'GET', path: '/' }),
+      headers: authorization(),
+    });
+    return percentile(result.refused, 99);
+  } finally {
+    await stopServer(bare);
+  }
 }
 
 interface RefusalCost {

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import {
@@ -40,16 +41,27 @@ export async function otlpSink(): Promise<{ port: number; bytes: () => number; c
   return { port: (server.address() as { port: number }).port, bytes: () => bytes, close: () => server.close() };
 }
 
+/** A process's resident memory, MiB ('?' once it has gone). */
+function rssMiB(pid: number): string {
+  try {
+    const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? '?' : f0(Number(kb) / 1024);
+  } catch {
+    return '?';
+  }
+}
+
 /** The sampled ratios of the tracing-on cases (BENCH_TRACING_SAMPLED, comma-separated; 0.1 by default). */
 const SAMPLED = (process.env.BENCH_TRACING_SAMPLED ?? '0.1').split(',').map((r) => r.trim());
 
 /**
  * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
  * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
- * 127.0.0.1, beside the build without the tracing code paths: this commit (HEAD, so commit
- * first) with bench/patches/without-tracing.patch applied, which takes out what GET by id runs
- * for tracing while it is off; or, with BENCH_TRACING_BASELINE=<git ref>, the build of that ref.
- * The same database. Interleaved rounds, each starting with another case, a new process each.
+ * 127.0.0.1 (on the load core, beside wrk: it reads every body), beside the build without the
+ * tracing code paths: this commit (HEAD, so commit first) with bench/patches/without-tracing.patch
+ * applied, which takes out what GET by id runs for tracing while it is off; or, with
+ * BENCH_TRACING_BASELINE=<git ref>, the build of that ref. The same database; one process per
+ * case for the whole run; interleaved rounds, each starting with another case.
  */
 export async function tracingCost(): Promise<void> {
   const sink = await otlpSink();
@@ -83,38 +95,46 @@ export async function tracingCost(): Promise<void> {
       OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
       OTEL_TRACES_SAMPLER_ARG: ratio,
     });
-    const kinds: [string, () => Promise<Server>][] = [
-      ['tracing off', () => service('service-tracing-off', 18083, base)],
-      ...SAMPLED.map((ratio): [string, () => Promise<Server>] => [
+    // Every case is one process for the whole run, as the instances of a deployment are: started
+    // together (each on a port of its own, all on the server core) and each warmed up, then
+    // measured in alternating rounds; a cost that grows with the time a process has run shows.
+    const kinds: [string, (port: number) => Promise<Server>][] = [
+      ['tracing off', (port) => service('service-tracing-off', port, base)],
+      ...SAMPLED.map((ratio): [string, (port: number) => Promise<Server>] => [
         `tracing on, ${Number(ratio) * 100}% sampled`,
-        () => service('service-tracing-on', 18083, { ...base, ...traced(ratio) }),
+        (port) => service(`service-tracing-on-${ratio}`, port, { ...base, ...traced(ratio) }),
       ]),
     ];
     // The same database: the baseline's migrations are a prefix of this build's (a ref older
     // than the last migration it lacks would refuse to start).
     kinds.unshift([
       baselineName,
-      () => startServer('service-baseline', 18083, ['--enable-source-maps', baseline], serviceEnv(18083, base)),
+      (port) => startServer('service-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, base)),
     ]);
 
     const lua = script('tracing-get', byId('/api/v1/users/', USERS));
+    const servers = new Map<string, Server>();
+    for (const [i, [kind, start]] of kinds.entries()) servers.set(kind, await start(18100 + i));
+    for (const server of servers.values()) await wrk(server, lua, WARM_UP);
     const results = new Map<string, Measurement[]>();
-    for (let round = 1; round <= ROUNDS; round++) {
-      // Each round starts with another case, so that no case always runs first.
-      for (const [kind, start] of [
-        ...kinds.slice((round - 1) % kinds.length),
-        ...kinds.slice(0, (round - 1) % kinds.length),
-      ]) {
-        await vacuumAnalyze();
-        const server = await start();
-        await wrk(server, lua, WARM_UP);
-        const m = await wrk(server, lua, DURATION);
-        results.set(kind, [...(results.get(kind) ?? []), m]);
-        console.log(
-          `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms`,
-        );
-        await stopServer(server);
+    try {
+      for (let round = 1; round <= ROUNDS; round++) {
+        // Each round starts with another case, so that no case always runs first.
+        for (const [kind] of [
+          ...kinds.slice((round - 1) % kinds.length),
+          ...kinds.slice(0, (round - 1) % kinds.length),
+        ]) {
+          const server = servers.get(kind) as Server;
+          await vacuumAnalyze();
+          const m = await wrk(server, lua, DURATION);
+          results.set(kind, [...(results.get(kind) ?? []), m]);
+          console.log(
+            `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms  rss ${rssMiB(server.pid)} MiB`,
+          );
+        }
       }
+    } finally {
+      for (const server of servers.values()) await stopServer(server);
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
     const rps = (kind: string) => median((results.get(kind) ?? []).map((m) => m.rps));
