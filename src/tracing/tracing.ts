@@ -38,6 +38,7 @@ import {
   type Sampler,
   type SamplingResult,
 } from '@opentelemetry/sdk-trace-node';
+import { PooledIdGenerator } from './ids.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -158,6 +159,7 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
   const provider = new NodeTracerProvider({
     resource,
     sampler: samplerFromEnv(env),
+    idGenerator: new PooledIdGenerator(),
     spanProcessors: [new BatchSpanProcessor(exporter)],
   });
   // No context manager: OpenTelemetry's default one rides on AsyncLocalStorage, which on Node 20
