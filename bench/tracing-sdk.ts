@@ -1,0 +1,57 @@
+// npm run bench:tracing-sdk — what tracing costs a request that is left out, inside the process:
+// the two ids of its span from the SDK's own generator (RandomIdGenerator: Math.random() written
+// into a buffer and hex-encoded per id) and from the service's (src/tracing/ids.ts), and the
+// SDK's startSpan + end for a span it will not record, with each generator behind the service's
+// sampler (parentbased_traceidratio at 0, so that every span is decided and left out).
+// Rounds alternate between the two generators; each line is the median of BENCH_ROUNDS rounds.
+import { NodeTracerProvider, RandomIdGenerator, type IdGenerator } from '@opentelemetry/sdk-trace-node';
+import { PooledIdGenerator } from '../src/tracing/ids.js';
+import { samplerFromEnv } from '../src/tracing/tracing.js';
+
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 200_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** ns per call of `step`, over ITERATIONS calls. */
+function time(step: () => unknown): number {
+  let sink: unknown;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < ITERATIONS; i++) sink = step();
+  const ns = Number(process.hrtime.bigint() - start) / ITERATIONS;
+  if (sink === 'never') console.log(sink);
+  return ns;
+}
+
+const generators: [string, IdGenerator][] = [
+  ['the SDK’s RandomIdGenerator', new RandomIdGenerator()],
+  ['the service’s PooledIdGenerator', new PooledIdGenerator()],
+];
+const sampler = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' });
+const cases = generators.flatMap(([name, idGenerator]) => {
+  const tracer = new NodeTracerProvider({ sampler, idGenerator }).getTracer('bench');
+  return [
+    { name: `ids (trace + span), ${name}`, step: () => idGenerator.generateTraceId() + idGenerator.generateSpanId() },
+    {
+      name: `startSpan + end left out, ${name}`,
+      step: () => {
+        const span = tracer.startSpan('GET /api/v1/users/{id}');
+        span.end();
+        return span;
+      },
+    },
+  ];
+});
+
+for (const { step } of cases) time(step); // warm up every case before any is measured
+const ns = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+for (let round = 0; round < ROUNDS; round++) for (const { name, step } of cases) ns.get(name)?.push(time(step));
+
+console.log(`${ROUNDS} rounds of ${ITERATIONS} calls a case, Node ${process.version}; median ns a call (min–max)\n`);
+for (const [name, xs] of ns)
+  console.log(
+    `${name.padEnd(58)}${median(xs).toFixed(0).padStart(6)} ns  (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`,
+  );
