@@ -92,6 +92,8 @@ interface Phase {
   result: OpenLoopResult;
   probe: { latencies: number[]; failures: number };
   serverUs: number;
+  /** The phase's wall time (its seconds, and the wait for its last answers), µs. */
+  wallUs: number;
 }
 
 async function phase(
@@ -103,9 +105,11 @@ async function phase(
 ): Promise<Phase> {
   const probe = startProbe(server.port);
   const before = cpuTicks(server.pid);
+  const started = performance.now();
   const result = await openLoop({ port: server.port, rate, seconds, plan, headers: authorization() });
   const serverUs = (cpuTicks(server.pid) - before) * TICK_US;
-  return { label, result, probe: await probe.stop(), serverUs };
+  const wallUs = (performance.now() - started) * 1000;
+  return { label, result, probe: await probe.stop(), serverUs, wallUs };
 }
 
 function row(mix: string, c: number, p: Phase): string[] {
@@ -124,6 +128,8 @@ function row(mix: string, c: number, p: Phase): string[] {
     f0(percentile(r.admitted, 99)),
     f0(percentile(r.refused, 99)),
     `${f0(percentile(p.probe.latencies, 99))} / ${p.probe.failures}`,
+    // The service's CPU over the phase, as a share of its one core.
+    f2(p.serverUs / p.wallUs),
   ];
 }
 
@@ -261,6 +267,7 @@ export async function overload(): Promise<void> {
       'p99 admitted ms',
       'p99 503 ms',
       'probe p99 ms / failed',
+      'service core',
     ],
   ];
   const verdicts: string[] = [];
