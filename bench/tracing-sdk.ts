@@ -7,14 +7,10 @@
 import { NodeTracerProvider, RandomIdGenerator, type IdGenerator } from '@opentelemetry/sdk-trace-node';
 import { PooledIdGenerator } from '../src/tracing/ids.js';
 import { samplerFromEnv } from '../src/tracing/tracing.js';
+import { percentile } from './lib/open-loop.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 200_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
-
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
 
 /** ns per call of `step`, over ITERATIONS calls. */
 function time(step: () => unknown): number {
@@ -53,5 +49,5 @@ for (let round = 0; round < ROUNDS; round++) for (const { name, step } of cases)
 console.log(`${ROUNDS} rounds of ${ITERATIONS} calls a case, Node ${process.version}; median ns a call (min–max)\n`);
 for (const [name, xs] of ns)
   console.log(
-    `${name.padEnd(58)}${median(xs).toFixed(0).padStart(6)} ns  (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`,
+    `${name.padEnd(58)}${percentile(xs, 50).toFixed(0).padStart(6)} ns  (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`,
   );

@@ -13,12 +13,9 @@ import { required } from '../support/required.js';
 import { buildTestApp, engine } from '../support/test-app.js';
 import { ADMIN, bearer } from '../support/tokens.js';
 import { aUserRequest } from '../support/factories.js';
+import { clearOfMinuteBoundary } from '../support/until.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function clearOfBoundary(): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 8000) await sleep(left + 100);
-}
 
 let sequence = 0;
 const aCaller = () => bearer({ sub: `rl-${process.pid}-${Date.now()}-${sequence++}`, scope: 'orders:read' });
@@ -33,7 +30,7 @@ describe('quotas in the process', async () => {
   const { app } = await buildTestApp({ RATE_LIMIT_PER_MINUTE: '3', RATE_LIMIT_ANONYMOUS_PER_MINUTE: '2' });
 
   it('counts an authenticated caller by sub, with RateLimit fields, then answers 429 with Retry-After', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const auth = await aCaller();
     const answers: Awaited<ReturnType<typeof app.inject>>[] = [];
     for (let i = 0; i < 4; i++)
@@ -66,7 +63,7 @@ describe('quotas in the process', async () => {
   });
 
   it('gives every caller a quota of its own', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const [a, b] = [await aCaller(), await aCaller()];
     for (let i = 0; i < 3; i++)
       await app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: a } });
@@ -76,7 +73,7 @@ describe('quotas in the process', async () => {
   });
 
   it('counts anonymous requests by address: public paths and 401s, not health probes or preflights', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const address = anAddress();
     const probes = await Promise.all(
       Array.from({ length: 5 }, () =>
@@ -142,7 +139,7 @@ describe('quotas in the process', async () => {
   });
 
   it('ignores X-Forwarded-For unless TRUST_PROXY is on', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const address = anAddress();
     const first = await app.inject({
       method: 'GET',
@@ -171,7 +168,7 @@ describe('quotas behind a proxy, and quotas turned off', async () => {
   });
 
   it('takes the address from X-Forwarded-For behind TRUST_PROXY', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const proxy = anAddress();
     const a = await proxied.app.inject({
       method: 'GET',
@@ -249,7 +246,7 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
   const two = await buildTestApp({ REDIS_URL: REDIS, RATE_LIMIT_PER_MINUTE: '4' });
 
   it('enforces one quota across two instances', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const auth = await aCaller();
     const answers = [];
     for (const app of [one.app, two.app, one.app, two.app, one.app, two.app])
@@ -265,7 +262,7 @@ describe.runIf(runRedis && redisUp)('quotas in Redis, shared by instances', asyn
   });
 
   it('counts every hit of concurrent requests, of one caller and of several, as requests one by one would', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const [a, b] = [await aCaller(), await aCaller()];
     const get = (auth: string) =>
       one.app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } });
@@ -344,7 +341,7 @@ describe.runIf(runRedis)('when Redis cannot answer', async () => {
     const { app } = await buildTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_MINUTE: '2' });
 
     it('limits while Redis is up, and fails open once it is gone', async () => {
-      await clearOfBoundary();
+      await clearOfMinuteBoundary();
       const auth = await aCaller();
       const get = () => app.inject({ method: 'GET', url: '/api/v1/orders', headers: { authorization: auth } });
       const up = [await get(), await get(), await get()];
@@ -401,19 +398,19 @@ describe('the client address behind proxies (TRUST_PROXY)', async () => {
   const fiveThenLimited = [401, 401, 401, 401, 401, 429, 429, 429, 429];
 
   it('takes the rightmost entry behind one proxy: a new forged entry per request does not escape the quota', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const client = anAddress();
     expect(await statuses(oneProxy, '10.0.0.1', (i) => `203.0.113.${i}, ${client}`)).toEqual(fiveThenLimited);
   });
 
   it('takes the n-th entry from the right behind n proxies', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const client = anAddress();
     expect(await statuses(twoHops, '10.0.0.2', (i) => `203.0.113.${i}, ${client}, 10.0.0.1`)).toEqual(fiveThenLimited);
   });
 
   it('skips the listed proxies from the right, and takes an unlisted peer as it arrives', async () => {
-    await clearOfBoundary();
+    await clearOfMinuteBoundary();
     const client = anAddress();
     expect(await statuses(listed, '10.200.3.4', (i) => `203.0.113.${i}, ${client}, 10.201.0.1`)).toEqual(
       fiveThenLimited,

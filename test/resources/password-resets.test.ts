@@ -8,7 +8,7 @@ import { aUserRequest, asAdmin, createUser } from '../support/factories.js';
 import { buildTestApp } from '../support/test-app.js';
 import { bearer } from '../support/tokens.js';
 import { mailCatcher } from '../support/mail-catcher.js';
-import { until } from '../support/until.js';
+import { clearOfMinuteBoundary, until } from '../support/until.js';
 
 const mails = await mailCatcher();
 const { received } = mails;
@@ -310,9 +310,7 @@ describe('without SMTP_URL', () => {
 describe('the anonymous quota', () => {
   it('counts completions without a bearer token', async () => {
     const { app: limited } = await buildTestApp({ RATE_LIMIT_ANONYMOUS_PER_MINUTE: '2' });
-    // Quotas count in minutes of the wall clock: the three requests go in one of them.
-    const left = 60_000 - (Date.now() % 60_000);
-    if (left < 8000) await new Promise((resolve) => setTimeout(resolve, left + 100));
+    await clearOfMinuteBoundary(); // the three requests in one of the quota's minutes
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
       const response = await limited.inject({

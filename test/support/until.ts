@@ -14,3 +14,12 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/**
+ * Quotas count in minutes of the wall clock (rate limits): waits out the current minute when
+ * fewer than 8 s of it are left, so that a test's requests fall in one window.
+ */
+export async function clearOfMinuteBoundary(): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 8000) await new Promise((r) => setTimeout(r, left + 100));
+}
