@@ -32,6 +32,7 @@ const timer = setInterval(() => {
   req.on('error', fail);
 }, 100);
 
+process.send('running');
 process.on('message', () => {
   clearInterval(timer);
   process.send({ latencies, failures }, () => process.exit(0));

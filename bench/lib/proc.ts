@@ -30,6 +30,16 @@ export function cpuTicks(pid: number): number {
   }
 }
 
+/** A core's busy and total ticks since boot (/proc/stat: all but idle and iowait are busy). */
+export function coreTicks(core: string): { busy: number; total: number } {
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${core} `));
+  const t = (line ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const total = t.reduce((a, b) => a + b, 0);
+  return { busy: total - (t[3] ?? 0) - (t[4] ?? 0), total };
+}
+
 /**
  * CPU ticks of every PostgreSQL process, by pid (backends come and go), and what it is: `backend`
  * for a client's connection, else its title (`walwriter`, `autovacuum worker`, `checkpointer`…).

@@ -19,6 +19,7 @@ import {
   TICK_US,
   TOKEN,
   USERS,
+  coreTicks,
   cpuTicks,
   f0,
   f1,
@@ -75,9 +76,10 @@ end`,
 ];
 
 /** A liveness probe in its own process, on the load core. */
-function startProbe(port: number): { stop: () => Promise<{ latencies: number[]; failures: number }> } {
+async function startProbe(port: number): Promise<{ stop: () => Promise<{ latencies: number[]; failures: number }> }> {
   const [command, ...rest] = pin(LOAD_CORE, [process.execPath, join(ROOT, 'bench/lib/probe.mjs'), String(port)]);
   const child: ChildProcess = spawn(command, rest, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  await new Promise((resolve) => child.once('message', resolve)); // running
   return {
     stop: () =>
       new Promise((resolve) => {
@@ -94,6 +96,20 @@ interface Phase {
   serverUs: number;
   /** The phase's wall time (its seconds, and the wait for its last answers), µs. */
   wallUs: number;
+  /** The load core's busy share over the phase (the generator, the probe, PostgreSQL). */
+  loadCore: number;
+  /** The service's event-loop delay over the phase (its metrics: p99 and max, ms). */
+  loop: { p99: number; max: number };
+}
+
+/**
+ * The service's event-loop delay since the last read (prom-client's histogram, reset by each
+ * scrape of the metrics port): read once as a phase starts (the reset) and once as it ends.
+ */
+async function loopDelay(server: Server): Promise<{ p99: number; max: number }> {
+  const text = await fetch(`http://127.0.0.1:${server.port + 1000}/metrics`).then((r) => r.text());
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  return { p99: read('nodejs_eventloop_lag_p99_seconds'), max: read('nodejs_eventloop_lag_max_seconds') };
 }
 
 async function phase(
@@ -103,13 +119,18 @@ async function phase(
   plan: Mix['plan'],
   seconds = SECONDS,
 ): Promise<Phase> {
-  const probe = startProbe(server.port);
+  const probe = await startProbe(server.port);
+  await loopDelay(server); // resets the service's histogram
   const before = cpuTicks(server.pid);
+  const loadBefore = coreTicks(LOAD_CORE);
   const started = performance.now();
   const result = await openLoop({ port: server.port, rate, seconds, plan, headers: authorization() });
   const serverUs = (cpuTicks(server.pid) - before) * TICK_US;
   const wallUs = (performance.now() - started) * 1000;
-  return { label, result, probe: await probe.stop(), serverUs, wallUs };
+  const loadAfter = coreTicks(LOAD_CORE);
+  const loadCore = (loadAfter.busy - loadBefore.busy) / (loadAfter.total - loadBefore.total);
+  const loop = await loopDelay(server);
+  return { label, result, probe: await probe.stop(), serverUs, wallUs, loadCore, loop };
 }
 
 function row(mix: string, c: number, p: Phase): string[] {
@@ -130,6 +151,8 @@ function row(mix: string, c: number, p: Phase): string[] {
     `${f0(percentile(p.probe.latencies, 99))} / ${p.probe.failures}`,
     // The service's CPU over the phase, as a share of its one core.
     f2(p.serverUs / p.wallUs),
+    `${f0(p.loop.p99)} / ${f0(p.loop.max)}`,
+    f2(p.loadCore),
   ];
 }
 
@@ -238,6 +261,8 @@ end`,
  * moments and the bench would measure its own lateness (a probe answered late because the
  * probe itself waited for the core). Raised over PostgreSQL's priority, they take the ~0.1–0.4
  * of the core they need and PostgreSQL the rest. Needs root (CAP_SYS_NICE); else said, and run as is.
+ * (Real-time instead, SCHED_FIFO on the generator's and the probe's main threads, was tried and
+ * made it worse: the generator's own floor rose from ~10 ms to 947 ms, its helper threads starved.)
  */
 function instrumentFirst(): string {
   try {
@@ -268,6 +293,8 @@ export async function overload(): Promise<void> {
       'p99 503 ms',
       'probe p99 ms / failed',
       'service core',
+      'loop delay p99 / max ms',
+      'load core',
     ],
   ];
   const verdicts: string[] = [];
