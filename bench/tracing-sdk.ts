@@ -2,10 +2,16 @@
 // the two ids of its span from the SDK's own generator (RandomIdGenerator: Math.random() written
 // into a buffer and hex-encoded per id) and from the service's (src/tracing/ids.ts), and the
 // SDK's startSpan + end for a span it will not record, with each generator behind the service's
-// sampler (parentbased_traceidratio at 0, so that every span is decided and left out).
-// Rounds alternate between the two generators; each line is the median of BENCH_ROUNDS rounds.
+// sampler (parentbased_traceidratio at 0, so that every span is decided and left out); and the
+// service's own start of a SERVER span (src/tracing/server-spans.ts: the decision first, the
+// SDK's startSpan only for a span to record) + end, for a request with no `traceparent` and for
+// one that continues a caller's trace. Rounds alternate between the cases; each line is the
+// median of BENCH_ROUNDS rounds.
+import { ROOT_CONTEXT } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { NodeTracerProvider, RandomIdGenerator, type IdGenerator } from '@opentelemetry/sdk-trace-node';
 import { PooledIdGenerator } from '../src/tracing/ids.js';
+import { ServerSpans } from '../src/tracing/server-spans.js';
 import { samplerFromEnv } from '../src/tracing/tracing.js';
 import { percentile } from './lib/open-loop.js';
 
@@ -42,6 +48,34 @@ const cases = generators.flatMap(([name, idGenerator]) => {
   ];
 });
 
+{
+  const ids = new PooledIdGenerator();
+  const spans = new ServerSpans(new NodeTracerProvider({ sampler, idGenerator: ids }).getTracer('bench'), sampler, ids);
+  const headers: Record<string, string> = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00' };
+  const caller = new W3CTraceContextPropagator().extract(ROOT_CONTEXT, headers, {
+    keys: (c: Record<string, string>) => Object.keys(c),
+    get: (c: Record<string, string>, k: string) => c[k],
+  });
+  cases.push(
+    {
+      name: 'the service’s start + end left out, a new trace',
+      step: () => {
+        const span = spans.start('GET /api/v1/users/{id}', ROOT_CONTEXT);
+        span.end();
+        return span;
+      },
+    },
+    {
+      name: 'the service’s start + end left out, a caller’s trace',
+      step: () => {
+        const span = spans.start('GET /api/v1/users/{id}', caller);
+        span.end();
+        return span;
+      },
+    },
+  );
+}
+
 for (const { step } of cases) time(step); // warm up every case before any is measured
 const ns = new Map<string, number[]>(cases.map((c) => [c.name, []]));
 for (let round = 0; round < ROUNDS; round++) for (const { name, step } of cases) ns.get(name)?.push(time(step));
@@ -49,5 +83,5 @@ for (let round = 0; round < ROUNDS; round++) for (const { name, step } of cases)
 console.log(`${ROUNDS} rounds of ${ITERATIONS} calls a case, Node ${process.version}; median ns a call (min–max)\n`);
 for (const [name, xs] of ns)
   console.log(
-    `${name.padEnd(58)}${percentile(xs, 50).toFixed(0).padStart(6)} ns  (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`,
+    `${name.padEnd(62)}${percentile(xs, 50).toFixed(0).padStart(6)} ns  (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})`,
   );

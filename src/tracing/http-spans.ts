@@ -6,12 +6,12 @@
 // handle (`request.db`, through requestDb) traces its statements beneath it, and its logger
 // writes the trace's ids (http/request-context.ts).
 import type { IncomingHttpHeaders } from 'node:http';
-import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { routeOptionsOf, traceRequestLog } from '../http/request-context.js';
 import { tracedDb } from './db-spans.js';
-import { kSpan, tracer, UNTRUSTED_PARENT } from './tracing.js';
+import { kSpan, serverSpanStarter, UNTRUSTED_PARENT } from './tracing.js';
 
 type WithSpan = FastifyRequest & { [kSpan]?: Span };
 
@@ -21,8 +21,8 @@ const headerGetter = {
 };
 
 async function httpSpans(app: FastifyInstance): Promise<void> {
-  const t = tracer();
-  if (t === undefined) return;
+  const spans = serverSpanStarter();
+  if (spans === undefined) return;
   app.decorateRequest(kSpan, undefined);
   app.decorateRequest(kDb, undefined);
 
@@ -35,11 +35,8 @@ async function httpSpans(app: FastifyInstance): Promise<void> {
       parent = parent.setValue(UNTRUSTED_PARENT, true);
     const route = routeOptionsOf(request).url;
     const question = request.url.indexOf('?');
-    const span = t.startSpan(
-      route === undefined ? request.method : `${request.method} ${route}`,
-      { kind: SpanKind.SERVER },
-      parent,
-    );
+    // Decided first: a request left out skips the SDK's startSpan (server-spans.ts).
+    const span = spans.start(route === undefined ? request.method : `${request.method} ${route}`, parent);
     (request as WithSpan)[kSpan] = span;
     traceRequestLog(request); // its log lines name its ids
     // Not sampled (most requests, at a ratio): no attributes. Its log lines still name its ids;

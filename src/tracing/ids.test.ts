@@ -32,4 +32,20 @@ describe('PooledIdGenerator', () => {
   it('two generators give different ids', () => {
     expect(new PooledIdGenerator().generateTraceId()).not.toBe(new PooledIdGenerator().generateTraceId());
   });
+
+  it('withTraceId: the given trace id is drawn once inside it, and never after it, drawn or not', () => {
+    const ids = new PooledIdGenerator();
+    const given = 'a'.repeat(32);
+    const inside = ids.withTraceId(given, () => [ids.generateTraceId(), ids.generateTraceId()]);
+    expect(inside[0]).toBe(given);
+    expect(inside[1]).not.toBe(given);
+    ids.withTraceId(given, () => ids.generateSpanId()); // not drawn
+    expect(ids.generateTraceId()).not.toBe(given);
+    expect(() =>
+      ids.withTraceId(given, () => {
+        throw new Error('start failed');
+      }),
+    ).toThrow('start failed');
+    expect(ids.generateTraceId()).not.toBe(given);
+  });
 });

@@ -17,6 +17,21 @@ export class PooledIdGenerator implements IdGenerator {
   readonly #bytes = Buffer.allocUnsafe(POOL_BYTES);
   #pool = '';
   #at = 0;
+  /** The trace id the next generateTraceId() gives, inside withTraceId only. */
+  #next: string | undefined;
+
+  /**
+   * Runs `start` with `traceId` as the trace id it draws (server-spans.ts: the id a sampling
+   * decision was taken on, for the SDK's startSpan to use). Undrawn, it is gone when `start` returns.
+   */
+  withTraceId<T>(traceId: string, start: () => T): T {
+    this.#next = traceId;
+    try {
+      return start();
+    } finally {
+      this.#next = undefined;
+    }
+  }
 
   /** `length` hex digits, fresh from the pool (refilled when it runs out). */
   #hex(length: number): string {
@@ -32,6 +47,11 @@ export class PooledIdGenerator implements IdGenerator {
 
   /** 32 lowercase hex digits, never all zero (W3C Trace Context's invalid id). */
   generateTraceId(): string {
+    const next = this.#next;
+    if (next !== undefined) {
+      this.#next = undefined;
+      return next;
+    }
     let id = this.#hex(TRACE_ID_HEX);
     while (id === INVALID_TRACE_ID) id = this.#hex(TRACE_ID_HEX);
     return id;

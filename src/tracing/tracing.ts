@@ -39,14 +39,21 @@ import {
   type SamplingResult,
 } from '@opentelemetry/sdk-trace-node';
 import { PooledIdGenerator } from './ids.js';
+import { decidedIn, ServerSpans } from './server-spans.js';
 
 export type Env = Record<string, string | undefined>;
 
 let active: Tracer | undefined;
+let serverSpans: ServerSpans | undefined;
 
 /** The service's tracer while tracing is on; undefined when it is off. */
 export function tracer(): Tracer | undefined {
   return active;
+}
+
+/** What starts requests' SERVER spans (server-spans.ts) while tracing is on; undefined when it is off. */
+export function serverSpanStarter(): ServerSpans | undefined {
+  return serverSpans;
 }
 
 export interface Tracing {
@@ -128,6 +135,9 @@ class CallerTrustSampler implements Sampler {
     attributes: Attributes,
     links: Link[],
   ): SamplingResult {
+    // A SERVER span whose decision was taken before the SDK's startSpan (server-spans.ts).
+    const decided = decidedIn(context);
+    if (decided !== undefined) return decided;
     if (context.getValue(UNTRUSTED_PARENT) === true)
       return {
         decision:
@@ -156,10 +166,12 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
     detectResources({ detectors: [envDetector] }),
   );
   const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter();
+  const sampler = samplerFromEnv(env);
+  const ids = new PooledIdGenerator();
   const provider = new NodeTracerProvider({
     resource,
-    sampler: samplerFromEnv(env),
-    idGenerator: new PooledIdGenerator(),
+    sampler,
+    idGenerator: ids,
     spanProcessors: [new BatchSpanProcessor(exporter)],
   });
   // No context manager: OpenTelemetry's default one rides on AsyncLocalStorage, which on Node 20
@@ -167,10 +179,12 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
   // request and its database handle instead (db-spans.ts).
   provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: null });
   active = provider.getTracer('resource-api', version);
+  serverSpans = new ServerSpans(active, sampler, ids);
   return {
     flush: () => provider.forceFlush(),
     shutdown: async () => {
       active = undefined;
+      serverSpans = undefined;
       diag.disable();
       await provider.shutdown();
     },
