@@ -55,13 +55,23 @@ function rssMiB(pid: number): string {
 const SAMPLED = (process.env.BENCH_TRACING_SAMPLED ?? '0.1').split(',').map((r) => r.trim());
 
 /**
+ * BENCH_TRACING_FRESH=1: a new process for every case in every round (started, warmed up,
+ * measured, stopped) instead of one per case for the whole run. Two processes of one build can
+ * differ by 10–25% here for as long as they run (their heaps' layout, what the JIT chose), so one
+ * process per case measures which process drew well as much as the case; fresh ones spread that
+ * over the rounds, and the medians and paired ratios see it as noise.
+ */
+const FRESH = process.env.BENCH_TRACING_FRESH === '1';
+
+/**
  * `npm run bench -- --tracing`: GET /api/v1/users/{id} with tracing off, and on with 10% of
  * traces sampled (parentbased_traceidratio 0.1) exporting OTLP/HTTP protobuf to a sink on
  * 127.0.0.1 (on the load core, beside wrk: it reads every body), beside the build without the
  * tracing code paths: this commit (HEAD, so commit first) with bench/patches/without-tracing.patch
  * applied, which takes out what GET by id runs for tracing while it is off; or, with
  * BENCH_TRACING_BASELINE=<git ref>, the build of that ref. The same database; one process per
- * case for the whole run; interleaved rounds, each starting with another case.
+ * case for the whole run (or per round: BENCH_TRACING_FRESH); interleaved rounds, each starting
+ * with another case.
  */
 export async function tracingCost(): Promise<void> {
   const sink = await otlpSink();
@@ -114,23 +124,31 @@ export async function tracingCost(): Promise<void> {
 
     const lua = script('tracing-get', byId('/api/v1/users/', USERS));
     const servers = new Map<string, Server>();
-    for (const [i, [kind, start]] of kinds.entries()) servers.set(kind, await start(18100 + i));
-    for (const server of servers.values()) await wrk(server, lua, WARM_UP);
+    if (!FRESH) {
+      for (const [i, [kind, start]] of kinds.entries()) servers.set(kind, await start(18100 + i));
+      for (const server of servers.values()) await wrk(server, lua, WARM_UP);
+    }
     const results = new Map<string, Measurement[]>();
     try {
       for (let round = 1; round <= ROUNDS; round++) {
         // Each round starts with another case, so that no case always runs first.
-        for (const [kind] of [
+        for (const [kind, start] of [
           ...kinds.slice((round - 1) % kinds.length),
           ...kinds.slice(0, (round - 1) % kinds.length),
         ]) {
-          const server = servers.get(kind) as Server;
+          let server = servers.get(kind);
+          if (server === undefined) {
+            // BENCH_TRACING_FRESH: a process of its own for this round, warmed up first.
+            server = await start(18100 + kinds.findIndex(([k]) => k === kind));
+            await wrk(server, lua, WARM_UP);
+          }
           await vacuumAnalyze();
           const m = await wrk(server, lua, DURATION);
           results.set(kind, [...(results.get(kind) ?? []), m]);
           console.log(
             `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms  rss ${rssMiB(server.pid)} MiB`,
           );
+          if (FRESH) await stopServer(server);
         }
       }
     } finally {
