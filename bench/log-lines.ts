@@ -2,12 +2,15 @@
 // sonic-boom alone (pino.destination with the service's options) and through the service's
 // destination, which hands sonic-boom the lines of each event-loop turn as one string
 // (src/log-destination.ts). The line is the service's request line; requests finish in
-// bursts, so the lines come 4, 16 or 64 to a turn. Both write to a file.
+// bursts, so the lines come 4, 16 or 64 to a turn. Both write to a file. Last, the same line
+// with the trace's ids (`trace_id`, `span_id`: what tracing adds to every line, sampled or not)
+// against without them, through the service's destination, 16 lines a turn.
 import { openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { SONIC_BOOM_OPTIONS, TurnBatchedDestination } from '../src/log-destination.js';
+import { percentile } from './lib/open-loop.js';
 
 const LINES = Number(process.env.BENCH_ITERATIONS ?? 300_000);
 const ROUNDS = 5;
@@ -19,7 +22,8 @@ function destination(kind: 'sonic-boom' | 'turn-batched', file: string) {
 }
 
 /** CPU µs per line over `lines` lines, `perTurn` to a turn, the writes they leave behind included. */
-async function measure(log: pino.Logger, lines: number, perTurn: number): Promise<number> {
+async function measure(log: pino.Logger, lines: number, perTurn: number, ids = false): Promise<number> {
+  const trace = ids ? { trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', span_id: '00f067aa0ba902b7' } : undefined;
   const start = process.cpuUsage();
   for (let i = 0; i < lines; i += perTurn) {
     for (let j = 0; j < perTurn; j++) {
@@ -31,6 +35,7 @@ async function measure(log: pino.Logger, lines: number, perTurn: number): Promis
           url: `/api/v1/users/${(n % 1000) + 1}`,
           statusCode: 200,
           responseTime: 1.23,
+          ...trace, // as the service's access line adds them (http/request-context.ts)
         },
         'request completed',
       );
@@ -51,10 +56,26 @@ for (const perTurn of [4, 16, 64]) {
     await measure(log, 50_000, perTurn); // warm up
     const runs: number[] = [];
     for (let r = 0; r < ROUNDS; r++) runs.push(await measure(log, LINES, perTurn));
-    const median = runs.sort((a, b) => a - b)[Math.floor(ROUNDS / 2)] ?? NaN;
+    const median = percentile(runs, 50);
     results.push(`${kind} ${median.toFixed(2)} µs/line`);
     rmSync(file, { force: true });
   }
   console.log(`${String(perTurn).padStart(2)} lines a turn: ${results.join(', ')}`);
+}
+
+// The trace's ids on the line: the two alternate run by run, so that the host's drift falls on both.
+{
+  const file = join(tmpdir(), `bench-log-${process.pid}-ids.log`);
+  const log = pino({ level: 'info' }, destination('turn-batched', file));
+  await measure(log, 50_000, 16, true); // warm up
+  const runs = { without: [] as number[], with: [] as number[] };
+  for (let r = 0; r < ROUNDS; r++) {
+    runs.without.push(await measure(log, LINES, 16));
+    runs.with.push(await measure(log, LINES, 16, true));
+  }
+  console.log(
+    `16 lines a turn, turn-batched: without the trace's ids ${percentile(runs.without, 50).toFixed(2)} µs/line, with them ${percentile(runs.with, 50).toFixed(2)} µs/line`,
+  );
+  rmSync(file, { force: true });
 }
 process.exit(0);

@@ -136,19 +136,19 @@ export async function tracingCost(): Promise<void> {
           ...kinds.slice((round - 1) % kinds.length),
           ...kinds.slice(0, (round - 1) % kinds.length),
         ]) {
-          let server = servers.get(kind);
-          if (server === undefined) {
-            // BENCH_TRACING_FRESH: a process of its own for this round, warmed up first.
-            server = await start(18100 + kinds.findIndex(([k]) => k === kind));
-            await wrk(server, lua, WARM_UP);
+          // BENCH_TRACING_FRESH: a process of its own for this round, warmed up first.
+          const server = servers.get(kind) ?? (await start(18100 + kinds.findIndex(([k]) => k === kind)));
+          try {
+            if (FRESH) await wrk(server, lua, WARM_UP);
+            await vacuumAnalyze();
+            const m = await wrk(server, lua, DURATION);
+            results.set(kind, [...(results.get(kind) ?? []), m]);
+            console.log(
+              `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms  rss ${rssMiB(server.pid)} MiB`,
+            );
+          } finally {
+            if (FRESH) await stopServer(server);
           }
-          await vacuumAnalyze();
-          const m = await wrk(server, lua, DURATION);
-          results.set(kind, [...(results.get(kind) ?? []), m]);
-          console.log(
-            `round ${round}  ${kind.padEnd(40)} ${f0(m.rps)} req/s  ${f1(m.serverUs)} µs/req  p99 ${f2(m.p99)} ms  rss ${rssMiB(server.pid)} MiB`,
-          );
-          if (FRESH) await stopServer(server);
         }
       }
     } finally {

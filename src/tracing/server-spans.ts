@@ -22,7 +22,7 @@ import { SamplingDecision, type Sampler, type SamplingResult } from '@openteleme
 import type { PooledIdGenerator } from './ids.js';
 
 /** A context's sampling result, taken before the SDK's `startSpan` (ServerSpans): the sampler returns it. */
-export const DECIDED = createContextKey('resource-api: the sampling decision, taken');
+const DECIDED = createContextKey('resource-api: the sampling decision, taken');
 
 /** The decision a context carries from ServerSpans, if any (for the service's sampler). */
 export function decidedIn(context: Context): SamplingResult | undefined {
