@@ -34,6 +34,11 @@
 //                                     loop (2-s client time-out, a probe beside), then 0.5× C: goodput,
 //                                     statuses, time-outs, p99 of admitted requests and of 503s,
 //                                     for a list page and for orders on one product
+//   npm run bench -- --side-by-side   this build and BENCH_BASELINE's (a git ref, BENCH_BASELINE_PATCH
+//                                     applied if given) at the same moment on the server core, each
+//                                     with its own wrk: the ratio of their CPU per request, round by
+//                                     round (GET by id, the 304 read): an A/B that the host's swings
+//                                     fall on both sides of
 //   npm run bench -- --profile        where the CPU of GET by id and of the liveness probe goes,
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
@@ -49,6 +54,7 @@ import { pools } from './modes/pools.js';
 import { profile } from './modes/profile.js';
 import { ratios } from './modes/ratios.js';
 import { scale } from './modes/scale.js';
+import { sideBySide } from './modes/side-by-side.js';
 import { soak } from './modes/soak.js';
 import { topologies } from './modes/topologies.js';
 import { tracingCost } from './modes/tracing.js';
@@ -67,7 +73,8 @@ else if (flag('--profile')) {
   // The OTLP sink of the tracing case runs in this process: on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await profile();
-} else if (flag('--first-wave')) await firstWave();
+} else if (flag('--side-by-side')) await sideBySide();
+else if (flag('--first-wave')) await firstWave();
 else if (flag('--topologies')) await topologies();
 else if (flag('--tracing')) {
   // The OTLP sink runs in this process, standing in for a collector on another machine: on the
