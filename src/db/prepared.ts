@@ -149,9 +149,9 @@ const gathering = new WeakMap<object, Gathering>();
  * - `pooled` (behind a pooler in transaction mode): each statement is its own transaction,
  *   passed on to a server connection one at a time; a read waits one event-loop turn, so that
  *   every read of that turn joins it.
- * - `direct`: a read that finds no statement of its kind out, or fewer than GATHERED_IN_FLIGHT,
- *   goes at once, alone, as the single-row statement (no added latency at low load); reads that
- *   come while those are out gather, and go together when one comes back.
+ * - `direct`: a read that finds no statement of its kind out goes at once, alone, as the
+ *   single-row statement (no added latency at low load); reads that come while it is out
+ *   gather, and go together when it comes back (GATHERED_IN_FLIGHT).
  */
 export function gatherReads(db: Db, how: Gathering): void {
   gathering.set(db, how);
@@ -165,8 +165,16 @@ export function anyOf(ids: string): RawBuilder<number> {
 
 /** Reads gathered at most into one statement. */
 const GATHERED_MAX = 128;
-/** Gathered statements out at once, per read and database: reads gather while they run. */
-const GATHERED_IN_FLIGHT = 4;
+/**
+ * Gathered statements out at once, per read and database: reads gather while they run. On a
+ * direct connection one: a read that finds a statement of its kind out waits for it to come
+ * back and goes with the others that came meanwhile, so that under load the statements are fewer
+ * and fuller (the service's CPU a read 0.85–0.96× of four out, in pairs of processes sharing one
+ * core; docs/benchmark-log.md, "one gathered statement out, not four"); the wait is at most one
+ * statement's round trip. Behind a pooler, where each statement is a transaction of its own,
+ * four, as measured there.
+ */
+const GATHERED_IN_FLIGHT = { direct: 1, pooled: 4 } as const;
 
 /**
  * A primary-key read (`one`) that, on a database whose reads are gathered (gatherReads), runs as
@@ -207,7 +215,7 @@ export function prepareById<R extends { id: number }>(
         },
         {
           maxSize: GATHERED_MAX,
-          maxInFlight: GATHERED_IN_FLIGHT,
+          maxInFlight: GATHERED_IN_FLIGHT[how],
           immediate: direct,
           maxWaitMs: queueTimeoutOf(db),
           expired: () => new Overloaded('queue'),
