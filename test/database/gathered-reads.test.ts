@@ -1,11 +1,13 @@
 // Primary-key reads on a direct connection (src/db/prepared.ts, prepareById; docs/architecture.md,
 // "Reads gathered"): a read that finds none of its kind out goes at once, alone; reads that come
-// while some are out go together, as one statement, each caller with its own row or its 404. Proved
+// while some are out go together, as one statement, each caller with its own row or its 404; a
+// statement that fails fails only the reads it carried. Proved
 // through the API on the suite's PostgreSQL, the app's connections through a front on loopback
 // that counts the statements they execute (the protocol's Bind messages).
 import { createServer, type Socket } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { aCustomer, asAdmin, createUser } from '../support/factories.js';
 import { buildTestApp, engine, testPostgres } from '../support/test-app.js';
@@ -123,6 +125,49 @@ describe.runIf(built !== undefined)('primary-key reads on a direct connection', 
       expect(again.statusCode, again.body).toBe(200);
       expect(again.json()).toMatchObject({ id: user.id, name });
       expect(again.headers.etag).toBe(patched.headers.etag);
+    }
+  });
+});
+
+describe.runIf(direct)('a gathered statement that fails', async () => {
+  // A skipped suite's body still runs at collection (on PGlite, behind a pooler): nothing built then.
+  if (!direct) return;
+  const { app } = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '300' });
+
+  it('fails only the reads it carried: the reads gathered behind it are answered, each its own row or its 404', async () => {
+    const api = asAdmin(app);
+    const users = await Promise.all(Array.from({ length: 6 }, () => createUser(app)));
+    // Every read of users waits while another session holds the table, until statement_timeout.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holder = app.db.transaction().execute(async (trx) => {
+      await sql`lock table users in access exclusive mode`.execute(trx);
+      locked();
+      await gate;
+    });
+    await isLocked;
+    try {
+      // The first read goes alone and waits on the lock; the others come while it is out, and gather.
+      const first = api({ method: 'GET', url: `/api/v1/users/${users[0]!.id}` });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const asked = [...users.slice(1).map((user) => user.id), 999_999_999];
+      const gathered = Promise.all(asked.map((id) => api({ method: 'GET', url: `/api/v1/users/${id}` })));
+      const failed = await first;
+      expect(failed.statusCode, failed.body).toBe(503);
+      expect(failed.headers['retry-after']).toBeDefined();
+      // The lone statement was cancelled; the gathered one, sent when it came back, now finds the table free.
+      open();
+      const answers = await gathered;
+      answers.slice(0, -1).forEach((answer, i) => {
+        expect(answer.statusCode, answer.body).toBe(200);
+        expect(answer.json<{ id: number }>().id).toBe(asked[i]);
+      });
+      expect(answers.at(-1)!.statusCode).toBe(404);
+    } finally {
+      open();
+      await holder;
     }
   });
 });
