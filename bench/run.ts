@@ -38,7 +38,8 @@
 //                                     applied if given) at the same moment on the server core, each
 //                                     with its own wrk: the ratio of their CPU per request, round by
 //                                     round (GET by id, the 304 read): an A/B that the host's swings
-//                                     fall on both sides of
+//                                     fall on both sides of; BENCH_SIDE_TRACING=<ratio> instead:
+//                                     this build with tracing on beside it with tracing off
 //   npm run bench -- --profile        where the CPU of GET by id and of the liveness probe goes,
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
@@ -73,8 +74,11 @@ else if (flag('--profile')) {
   // The OTLP sink of the tracing case runs in this process: on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await profile();
-} else if (flag('--side-by-side')) await sideBySide();
-else if (flag('--first-wave')) await firstWave();
+} else if (flag('--side-by-side')) {
+  // With BENCH_SIDE_TRACING, the OTLP sink runs in this process: on the load core, off the servers'.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await sideBySide();
+} else if (flag('--first-wave')) await firstWave();
 else if (flag('--topologies')) await topologies();
 else if (flag('--tracing')) {
   // The OTLP sink runs in this process, standing in for a collector on another machine: on the

@@ -9,6 +9,10 @@
 // round, with a new pair of processes each round so that a process's own draw (its heap, its
 // code's placement) falls on both sides too. Throughput is not the figure: the two share the
 // core, and whichever is cheaper serves more.
+//
+// BENCH_SIDE_TRACING=<ratio> (instead of BENCH_BASELINE): this build with tracing on, sampling
+// that share (parentbased_traceidratio) and exporting OTLP/HTTP protobuf to a sink in this process
+// on the load core, beside the same build with tracing off: what tracing costs, measured so.
 import {
   CONNECTIONS,
   DB_URL,
@@ -36,14 +40,40 @@ import {
   USERS,
 } from '../lib/common.js';
 import { percentile } from '../lib/open-loop.js';
+import { otlpSink } from './tracing.js';
 
 export async function sideBySide(): Promise<void> {
+  const sampled = process.env.BENCH_SIDE_TRACING;
   const ref = process.env.BENCH_BASELINE;
-  if (ref === undefined)
-    throw new Error('--side-by-side needs BENCH_BASELINE=<git ref> (BENCH_BASELINE_PATCH optional)');
   const patch = process.env.BENCH_BASELINE_PATCH;
-  const baseline = buildAt(ref, 'baseline', patch);
   const pgEnv = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
+  let start: (port: number) => Promise<Server>;
+  let other: (port: number) => Promise<Server>;
+  let names: [string, string];
+  let close = () => {};
+  if (sampled !== undefined) {
+    const sink = await otlpSink();
+    close = sink.close;
+    const traced = {
+      ...pgEnv,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: sampled,
+    };
+    start = (port) => service('side-tracing-on', port, traced);
+    other = (port) => service('side-tracing-off', port, pgEnv);
+    names = [`tracing on, ${Number(sampled) * 100}% sampled`, 'tracing off'];
+  } else if (ref !== undefined) {
+    const baseline = buildAt(ref, 'baseline', patch);
+    start = (port) => service('side-current', port, pgEnv);
+    other = (port) => startServer('side-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, pgEnv));
+    names = ['this build', `${ref}${patch === undefined ? '' : ' + patch'}`];
+  } else {
+    throw new Error(
+      '--side-by-side needs BENCH_BASELINE=<git ref> (BENCH_BASELINE_PATCH optional) or BENCH_SIDE_TRACING=<ratio>',
+    );
+  }
+  const [aName, bName] = names;
   console.log(`seeding ${USERS} users and ${PRODUCTS} products…`);
   const seeder = await service('service-pg-seed', 18090, pgEnv);
   await seed(seeder.port);
@@ -54,37 +84,34 @@ export async function sideBySide(): Promise<void> {
     { name: 'GET /api/v1/users/{id}', lua: script('side-get-by-id', byId('/api/v1/users/', USERS)) },
     { name: 'GET /api/products/{id} → 304', lua: script('side-not-modified', notModified(PRODUCTS)) },
   ];
-  const baselineName = `${ref}${patch === undefined ? '' : ' + patch'}`;
   const ratios = new Map<string, number[]>(cases.map((c) => [c.name, []]));
-  const rows: string[][] = [
-    ['round', 'case', 'this build µs/req', 'p99 ms', `${baselineName} µs/req`, 'p99 ms', 'this / baseline (CPU)'],
-  ];
-  for (let round = 1; round <= ROUNDS; round++) {
-    await vacuumAnalyze();
-    // Which of the two starts first alternates, as does the port each gets.
-    const [first, second] = round % 2 === 1 ? [18083, 18093] : [18093, 18083];
-    const current = await service('side-current', first, pgEnv);
-    const other: Server = await startServer(
-      'side-baseline',
-      second,
-      ['--enable-source-maps', baseline],
-      serviceEnv(second, pgEnv),
-    );
-    try {
-      for (const { name, lua } of cases) {
-        await Promise.all([wrk(current, lua, WARM_UP, half), wrk(other, lua, WARM_UP, half)]);
-        const [a, b] = await Promise.all([wrk(current, lua, DURATION, half), wrk(other, lua, DURATION, half)]);
-        const ratio = a.serverUs / b.serverUs;
-        ratios.get(name)?.push(ratio);
-        rows.push([String(round), name, f1(a.serverUs), f1(a.p99), f1(b.serverUs), f1(b.p99), ratio.toFixed(3)]);
-        console.log(
-          `round ${round}/${ROUNDS}  ${name}: this build ${f1(a.serverUs)} µs (${f0(a.rps)} req/s), ${baselineName} ${f1(b.serverUs)} µs (${f0(b.rps)} req/s): ${ratio.toFixed(3)}`,
-        );
+  const rows: string[][] = [['round', 'case', `${aName} µs/req`, 'p99 ms', `${bName} µs/req`, 'p99 ms', 'ratio (CPU)']];
+  try {
+    for (let round = 1; round <= ROUNDS; round++) {
+      await vacuumAnalyze();
+      // Which of the two starts first alternates, as does the port each gets.
+      const [first, second] = round % 2 === 1 ? [18083, 18093] : [18093, 18083];
+      const a = round % 2 === 1 ? await start(first) : await other(first);
+      const b = round % 2 === 1 ? await other(second) : await start(second);
+      const [mine, theirs] = round % 2 === 1 ? [a, b] : [b, a];
+      try {
+        for (const { name, lua } of cases) {
+          await Promise.all([wrk(mine, lua, WARM_UP, half), wrk(theirs, lua, WARM_UP, half)]);
+          const [x, y] = await Promise.all([wrk(mine, lua, DURATION, half), wrk(theirs, lua, DURATION, half)]);
+          const ratio = x.serverUs / y.serverUs;
+          ratios.get(name)?.push(ratio);
+          rows.push([String(round), name, f1(x.serverUs), f1(x.p99), f1(y.serverUs), f1(y.p99), ratio.toFixed(3)]);
+          console.log(
+            `round ${round}/${ROUNDS}  ${name}: ${aName} ${f1(x.serverUs)} µs (${f0(x.rps)} req/s), ${bName} ${f1(y.serverUs)} µs (${f0(y.rps)} req/s): ${ratio.toFixed(3)}`,
+          );
+        }
+      } finally {
+        await stopServer(mine);
+        await stopServer(theirs);
       }
-    } finally {
-      await stopServer(current);
-      await stopServer(other);
     }
+  } finally {
+    close();
   }
   console.log(
     `\nside by side: both servers on the server core at once, each with wrk -c${half} on the load core; ${postgresPlace}; ${DURATION} s × ${ROUNDS} rounds, a new pair of processes each round; pool ${POOL}; Node ${process.version}\n`,
@@ -92,7 +119,7 @@ export async function sideBySide(): Promise<void> {
   console.log(table(rows));
   for (const [name, values] of ratios) {
     console.log(
-      `${name}: this build's CPU per request ${percentile(values, 50).toFixed(3)}× of ${baselineName}'s (median of ${values.length}; range ${Math.min(...values).toFixed(3)}–${Math.max(...values).toFixed(3)})`,
+      `${name}: ${aName}: CPU per request ${percentile(values, 50).toFixed(3)}× of ${bName}'s (median of ${values.length}; range ${Math.min(...values).toFixed(3)}–${Math.max(...values).toFixed(3)})`,
     );
   }
 }
