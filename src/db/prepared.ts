@@ -186,6 +186,17 @@ const GATHERED_IN_FLIGHT = { direct: 1, pooled: 4 } as const;
 export function prepareById<R extends { id: number }>(
   one: Prepared<R, [number]>,
   many: Prepared<R, [string]>,
+): Prepared<R, [number]>;
+/** The same for rows whose key is another column (`keyOf`): stock, by its product's id. */
+export function prepareById<R>(
+  one: Prepared<R, [number]>,
+  many: Prepared<R, [string]>,
+  keyOf: (row: R) => number,
+): Prepared<R, [number]>;
+export function prepareById<R>(
+  one: Prepared<R, [number]>,
+  many: Prepared<R, [string]>,
+  keyOf: (row: R) => number = (row) => (row as { id: number }).id,
 ): Prepared<R, [number]> {
   // An ask is the id, or for a sampled request's read the id with its span (GatheredRead).
   type Ask = number | GatheredRead;
@@ -197,7 +208,7 @@ export function prepareById<R extends { id: number }>(
       const send = async (ids: number[]): Promise<R[][]> => {
         if (direct && ids.length === 1) return [await one(db, ids[0] as number)];
         const rows = await many(db, [...new Set(ids)].join(','));
-        const byId = new Map(rows.map((row) => [row.id, row]));
+        const byId = new Map(rows.map((row) => [keyOf(row), row]));
         return ids.map((id) => {
           const row = byId.get(id);
           return row === undefined ? [] : [row];

@@ -2,17 +2,29 @@
 // `available >= quantity` check make overselling impossible under any concurrency.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
-import { prepare } from '../db/prepared.js';
+import { anyOf, prepare, prepareById } from '../db/prepared.js';
 import type { StockRow } from './products.table.js';
 
 export async function insertStock(db: Db, productId: number): Promise<void> {
   await db.insertInto('stock').values({ product_id: productId }).execute();
 }
 
-const selectStock = prepare(
-  1,
-  (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId),
-  { warmUp: [0], repeatable: true },
+// Gathered like the primary-key reads (db/prepared.ts, prepareById): a product's stock is read
+// by its product's id, the table's key.
+const selectStock = prepareById(
+  prepare(1, (db, productId: number) => db.selectFrom('stock').selectAll().where('product_id', '=', productId), {
+    warmUp: [0],
+    repeatable: true,
+  }),
+  prepare(
+    1,
+    (db, productIds: string) => db.selectFrom('stock').selectAll().where('product_id', '=', anyOf(productIds)),
+    {
+      warmUp: ['0'],
+      repeatable: true,
+    },
+  ),
+  (row) => row.product_id,
 );
 
 export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {

@@ -9,7 +9,7 @@ import { trace } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { aCustomer, asAdmin, createUser } from '../support/factories.js';
+import { aCustomer, asAdmin, createProduct, createUser } from '../support/factories.js';
 import { buildTestApp, engine, testPostgres } from '../support/test-app.js';
 import { listening, upstreamFor } from '../support/tcp-front.js';
 import { tracedDb } from '../../src/tracing/db-spans.js';
@@ -76,6 +76,26 @@ describe.runIf(built !== undefined)('primary-key reads on a direct connection', 
     // 41 reads: the first ones alone, the rest together while those are out.
     expect(statements).toBeGreaterThan(0);
     expect(statements).toBeLessThan(16);
+  });
+
+  it("gathers reads of a product's stock (keyed by the product's id) the same way, each its own, a missing one its 404", async () => {
+    const api = asAdmin(app);
+    const products = await Promise.all(Array.from({ length: 6 }, (_, i) => createProduct(app, {}, i + 1)));
+    const asked = products.flatMap((product) => Array.from({ length: 5 }, () => product.id));
+    const before = front!.binds();
+    const [answers, missing] = await Promise.all([
+      Promise.all(asked.map((id) => api({ method: 'GET', url: `/api/stock/${id}` }))),
+      api({ method: 'GET', url: '/api/stock/999999999' }),
+    ]);
+    const statements = front!.binds() - before;
+    answers.forEach((answer, i) => {
+      expect(answer.statusCode, answer.body).toBe(200);
+      const product = products.findIndex((p) => p.id === asked[i]);
+      expect(answer.json()).toMatchObject({ productId: asked[i], available: product + 1, reserved: 0 });
+    });
+    expect(missing.statusCode, missing.body).toBe(404);
+    expect(statements).toBeGreaterThan(0);
+    expect(statements).toBeLessThan(12);
   });
 
   it('gathers the reads of sampled requests too (each on its own traced handle), each its own row', async () => {
