@@ -169,8 +169,9 @@ const GATHERED_MAX = 128;
  * Gathered statements out at once, per read and database: reads gather while they run. On a
  * direct connection one: a read that finds a statement of its kind out waits for it to come
  * back and goes with the others that came meanwhile, so that under load the statements are fewer
- * and fuller (the service's CPU a read 0.85–0.96× of four out, in pairs of processes sharing one
- * core; docs/benchmark-log.md, "one gathered statement out, not four"); the wait is at most one
+ * and fuller (the service's CPU a read 0.91–0.94× of four out for GET by id, 0.93–0.99× for the
+ * 304 read, `npm run bench -- --side-by-side`; docs/benchmark-log.md, "one gathered statement
+ * out, not four"); the wait is at most one
  * statement's round trip. Behind a pooler, where each statement is a transaction of its own,
  * four, as measured there.
  */
