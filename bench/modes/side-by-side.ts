@@ -12,7 +12,8 @@
 //
 // BENCH_SIDE_TRACING=<ratio> (instead of BENCH_BASELINE): this build with tracing on, sampling
 // that share (parentbased_traceidratio) and exporting OTLP/HTTP protobuf to a sink in this process
-// on the load core, beside the same build with tracing off: what tracing costs, measured so.
+// on the load core, beside the same build with tracing off: what tracing costs, measured so. With
+// both set, the two builds each trace so: what a change to the tracing code costs or saves.
 import {
   CONNECTIONS,
   DB_URL,
@@ -51,15 +52,27 @@ export async function sideBySide(): Promise<void> {
   let other: (port: number) => Promise<Server>;
   let names: [string, string];
   let close = () => {};
-  if (sampled !== undefined) {
+  // Tracing on, at `sampled`, exporting to a sink in this process on the load core.
+  const tracedEnv = async () => {
     const sink = await otlpSink();
     close = sink.close;
-    const traced = {
+    return {
       ...pgEnv,
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
       OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-      OTEL_TRACES_SAMPLER_ARG: sampled,
+      OTEL_TRACES_SAMPLER_ARG: String(sampled),
     };
+  };
+  if (sampled !== undefined && ref !== undefined) {
+    // Two builds, both tracing: what a change to the tracing code costs or saves.
+    const traced = await tracedEnv();
+    const baseline = buildAt(ref, 'baseline', patch);
+    start = (port) => service('side-current', port, traced);
+    other = (port) => startServer('side-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, traced));
+    names = ['this build', `${ref}${patch === undefined ? '' : ' + patch'}`];
+    console.log(`both builds tracing, ${Number(sampled) * 100}% sampled`);
+  } else if (sampled !== undefined) {
+    const traced = await tracedEnv();
     start = (port) => service('side-tracing-on', port, traced);
     other = (port) => service('side-tracing-off', port, pgEnv);
     names = [`tracing on, ${Number(sampled) * 100}% sampled`, 'tracing off'];
@@ -70,7 +83,7 @@ export async function sideBySide(): Promise<void> {
     names = ['this build', `${ref}${patch === undefined ? '' : ' + patch'}`];
   } else {
     throw new Error(
-      '--side-by-side needs BENCH_BASELINE=<git ref> (BENCH_BASELINE_PATCH optional) or BENCH_SIDE_TRACING=<ratio>',
+      '--side-by-side needs BENCH_BASELINE=<git ref> (BENCH_BASELINE_PATCH optional) or BENCH_SIDE_TRACING=<ratio>, or both',
     );
   }
   const [aName, bName] = names;
