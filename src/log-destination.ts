@@ -96,8 +96,14 @@ export class TurnBatchedDestination {
   }
 }
 
-/** sonic-boom's options here: asynchronous, in batches of at least 12 KiB (or FLUSH_EVERY_MS). */
-export const SONIC_BOOM_OPTIONS = { sync: false, minLength: 12 * 1024 } as const;
+/**
+ * sonic-boom's options here: asynchronous, in batches of at least 48 KiB (or FLUSH_EVERY_MS), up
+ * to 64 KiB a write. Each write is a hop to the thread pool and back (a thread woken, the loop
+ * woken); at sonic-boom's own bound of 16 KiB a write, a busy process paid that every ~50 lines:
+ * 1/0.941 of this configuration's CPU a request for GET by id, 1/0.982 for the 304 read, side by
+ * side (docs/benchmark-log.md, "What moved the numbers").
+ */
+export const SONIC_BOOM_OPTIONS = { sync: false, minLength: 48 * 1024, maxWrite: 64 * 1024 } as const;
 
 /** A line waits at most this long in the buffer. */
 export const FLUSH_EVERY_MS = 100;

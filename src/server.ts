@@ -41,7 +41,7 @@ export function createLogger(config: Config): Logger {
     });
   }
   // Asynchronous, buffered writes: the lines of one event-loop turn are joined, and batches wait
-  // until 12 KiB have gathered or 100 ms have passed, then go out in one write(2); a busy process
+  // until 48 KiB have gathered or 100 ms have passed, then go out in one write(2); a busy process
   // makes one write per batch, not one per request (see docs/benchmark-log.md). What is buffered is
   // flushed when the process exits; a kill -9 loses at most the last 100 ms.
   return pino(options, logDestination());
