@@ -63,24 +63,20 @@ export async function sideBySide(): Promise<void> {
       OTEL_TRACES_SAMPLER_ARG: String(sampled),
     };
   };
-  if (sampled !== undefined && ref !== undefined) {
-    // Two builds, both tracing: what a change to the tracing code costs or saves.
-    const traced = await tracedEnv();
+  const traced = sampled === undefined ? undefined : await tracedEnv();
+  if (ref !== undefined) {
+    // This build beside another; with BENCH_SIDE_TRACING too, both tracing so: what a change to
+    // the tracing code costs or saves.
+    const env = traced ?? pgEnv;
     const baseline = buildAt(ref, 'baseline', patch);
-    start = (port) => service('side-current', port, traced);
-    other = (port) => startServer('side-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, traced));
+    start = (port) => service('side-current', port, env);
+    other = (port) => startServer('side-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, env));
     names = ['this build', `${ref}${patch === undefined ? '' : ' + patch'}`];
-    console.log(`both builds tracing, ${Number(sampled) * 100}% sampled`);
-  } else if (sampled !== undefined) {
-    const traced = await tracedEnv();
+    if (traced !== undefined) console.log(`both builds tracing, ${Number(sampled) * 100}% sampled`);
+  } else if (traced !== undefined) {
     start = (port) => service('side-tracing-on', port, traced);
     other = (port) => service('side-tracing-off', port, pgEnv);
     names = [`tracing on, ${Number(sampled) * 100}% sampled`, 'tracing off'];
-  } else if (ref !== undefined) {
-    const baseline = buildAt(ref, 'baseline', patch);
-    start = (port) => service('side-current', port, pgEnv);
-    other = (port) => startServer('side-baseline', port, ['--enable-source-maps', baseline], serviceEnv(port, pgEnv));
-    names = ['this build', `${ref}${patch === undefined ? '' : ' + patch'}`];
   } else {
     throw new Error(
       '--side-by-side needs BENCH_BASELINE=<git ref> (BENCH_BASELINE_PATCH optional) or BENCH_SIDE_TRACING=<ratio>, or both',
