@@ -57,28 +57,45 @@ describe('Batcher', () => {
     expect(batches).toEqual([[1], [2, 3, 4], [5, 6, 7], [8]]);
   });
 
-  it('with immediate, sends a call that finds room at once, alone, and gathers only while batches are out', async () => {
+  it('with immediate, alone() goes at once while there is room, and calls gather only while batches are out', async () => {
     const { batches, send, answerAll } = recorder();
     const batcher = new Batcher(send, { maxSize: 10, maxInFlight: 2, immediate: true });
-    const first = batcher.call(1);
-    expect(batches).toEqual([[1]]); // in the caller's own turn: no timer, no setImmediate
-    const second = batcher.call(2);
-    expect(batches).toEqual([[1], [2]]);
-    // Two out: the next ones gather until one comes back.
+    const ran: number[] = [];
+    const own = (n: number) => () => (ran.push(n), Promise.resolve(n * 100));
+    // Room for two: each runs in the caller's own turn (no timer, no setImmediate).
+    const first = batcher.alone(own(1));
+    const second = batcher.alone(own(2));
+    expect(ran).toEqual([1, 2]);
+    // Two out: the next is declined, and calls wait for one to come back.
+    expect(batcher.alone(own(3))).toBeUndefined();
     const later = [3, 4, 5].map((n) => batcher.call(n));
-    await turn();
-    expect(batches).toHaveLength(2);
-    answerAll();
-    expect(await Promise.all([first, second])).toEqual([10, 20]);
+    expect(await Promise.all([first, second])).toEqual([100, 200]);
     await settle();
-    expect(batches).toEqual([[1], [2], [3, 4, 5]]);
+    expect(batches).toEqual([[3, 4, 5]]);
+    // One batch out, room for another: alone() goes.
+    let finish: (value: number) => void = () => {};
+    const sixth = batcher.alone(() => (ran.push(6), new Promise<number>((resolve) => (finish = resolve))));
+    expect(ran).toEqual([1, 2, 6]);
+    // Both out again: a call waits, and alone() declines while it does (it would pass it).
+    const waiting = batcher.call(9);
+    expect(batcher.alone(own(10))).toBeUndefined();
+    finish(600);
+    expect(await sixth).toBe(600);
+    await settle();
+    expect(batches).toEqual([[3, 4, 5], [9]]);
     answerAll();
-    expect(await Promise.all(later)).toEqual([30, 40, 50]);
-    // Idle again: the next call goes at once.
-    const alone = batcher.call(6);
-    expect(batches.at(-1)).toEqual([6]);
+    expect(await Promise.all([...later, waiting])).toEqual([30, 40, 50, 90]);
+    await settle();
+    // Idle again: the next goes at once.
+    expect(await batcher.alone(own(7))).toBe(700);
+    expect(ran).toEqual([1, 2, 6, 7]);
+    // call() always gathers, a turn later, even when idle.
+    const gathered = batcher.call(8);
+    expect(batches).toHaveLength(2);
+    await turn();
+    expect(batches.at(-1)).toEqual([8]);
     answerAll();
-    expect(await alone).toBe(60);
+    expect(await gathered).toBe(80);
   });
 
   it("with immediate, alone() runs the caller's own statement while there is room, and calls gather behind it", async () => {

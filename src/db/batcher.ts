@@ -24,9 +24,10 @@ interface Pending<I, O> {
  * first. With `minSpacingMs`, a batch also leaves no sooner than that after the one before it:
  * for writes that can wait a few ms, fewer and fuller statements.
  *
- * With `immediate`, a call that comes while nothing waits and fewer than `maxInFlight` batches
- * are out goes at once, alone, in the same turn: no added latency at low load; calls gather only
- * while batches are out (a read that a statement in flight would have to wait behind anyway).
+ * With `immediate`, `alone()` runs a caller's own statement at once, in the same turn, while
+ * nothing waits and fewer than `maxInFlight` batches are out: no added latency at low load; calls
+ * gather only while batches are out (a read that a statement in flight would have to wait behind
+ * anyway). A caller asks `alone()` first and `call()` when it declines.
  *
  * With `maxWaitMs`, a call that waited longer than that for a batch is not sent: it fails with
  * `expired()`'s error (docs/operations.md#overload: queue time, not queue length). A call whose
@@ -70,12 +71,7 @@ export class Batcher<I, O> {
   /** `input`'s answer, from the next batch that takes it (none if `gone()` is true by then). */
   call(input: I, gone?: () => boolean): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      const pending = { input, resolve, reject, at: performance.now(), gone };
-      if (this.#immediate && this.#waiting.length === 0 && this.#inFlight < this.#maxInFlight) {
-        this.#out([pending]);
-        return;
-      }
-      this.#waiting.push(pending);
+      this.#waiting.push({ input, resolve, reject, at: performance.now(), gone });
       this.#schedule();
     });
   }
