@@ -101,6 +101,13 @@ export async function openLoop(options: {
       if (pending.done) return;
       pending.done = true;
       const latency = performance.now() - pending.due;
+      // Past the time-out a client has given up, even when the sweeper (every 20 ms, later on a
+      // busy core) has not yet said so: an answer that late is a time-out, not an admitted one.
+      if (latency >= timeoutMs) {
+        result.timeouts++;
+        settle();
+        return;
+      }
       result.statuses.set(status, (result.statuses.get(status) ?? 0) + 1);
       const second = result.perSecond[Math.min(result.perSecond.length - 1, Math.floor((pending.due - begin) / 1000))];
       if (status === 503) {
