@@ -37,12 +37,22 @@ async function send(url: string, path: string, auth: string, key: string, payloa
   };
 }
 
-/** Sends until the answer is not "still in progress" (409 with Retry-After). */
+/**
+ * Sends as a retrying client does: again while the answer is "still in progress" (409 with
+ * Retry-After: 1; soon, the test has no second to lose) or "overloaded, not started" (503 with
+ * Retry-After, waited out as asked: sixty requests at once on a loaded CI core can meet the
+ * service's concurrency limit, docs/operations.md#overload).
+ */
 async function sendUntilDone(url: string, path: string, auth: string, key: string, payload: unknown): Promise<Answer> {
   for (;;) {
     const answer = await send(url, path, auth, key, payload);
-    if (!(answer.status === 409 && answer.retryAfter === '1')) return answer;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    if (answer.status === 409 && answer.retryAfter === '1') {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    } else if (answer.status === 503 && answer.retryAfter !== null && answer.body.includes('/problems/overloaded')) {
+      await new Promise((resolve) => setTimeout(resolve, Number(answer.retryAfter) * 1000));
+    } else {
+      return answer;
+    }
   }
 }
 
