@@ -14,6 +14,7 @@
 // that share (parentbased_traceidratio) and exporting OTLP/HTTP protobuf to a sink in this process
 // on the load core, beside the same build with tracing off: what tracing costs, measured so. With
 // both set, the two builds each trace so: what a change to the tracing code costs or saves.
+// OTEL_BSP_* set for the bench reach the tracing side(s): the batch processor's settings.
 import {
   CONNECTIONS,
   DB_URL,
@@ -61,6 +62,12 @@ export async function sideBySide(): Promise<void> {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
       OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
       OTEL_TRACES_SAMPLER_ARG: String(sampled),
+      // The batch processor's settings of the bench's own environment, if any (OTEL_BSP_*).
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(
+          (e): e is [string, string] => e[0].startsWith('OTEL_BSP_') && e[1] !== undefined,
+        ),
+      ),
     };
   };
   const traced = sampled === undefined ? undefined : await tracedEnv();
