@@ -5,6 +5,7 @@
 // on, and log lines that carry the trace's ids. Both engines; a real process for the log lines.
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTracing, type Tracing } from '../../src/tracing/tracing.js';
 import { aCustomer, asAdmin, createProduct, createUser, placeOrder } from '../support/factories.js';
@@ -322,6 +323,64 @@ describe('an order', () => {
       'cloudevents.event_subject': `orders/${String(orderId)}`,
       'url.full': receiverUrl,
     });
+  });
+});
+
+describe("a sampled request's database handle", async () => {
+  // Handles are lent to one request at a time and kept for the next: one answered by the time-out
+  // while its handler still runs keeps its own, whatever other requests come and go meanwhile.
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const slow = await buildTestApp(
+    { REQUEST_TIMEOUT_MS: '300' },
+    {
+      plugins: [
+        async (instance) => {
+          instance.get('/test/late-statement', { config: { scope: 'users:read' } }, async (request) => {
+            const db = request.db;
+            await gate; // answered 503 by the time-out meanwhile
+            await sql`select 1 as late`.execute(db);
+            return { done: true };
+          });
+        },
+      ],
+    },
+  );
+  afterAll(() => slow.app.close());
+  const slowApi = asAdmin(slow.app);
+  const spanOf = async (requestId: string) => {
+    const line = await until('the access line', () =>
+      slow.logs.find((l) => l.requestId === requestId && l.msg === 'request completed'),
+    );
+    return until('the exported span', async () => {
+      await tracing.flush();
+      return otlp.spans.find((s) => s.span.kind === SERVER && s.span.spanId === line.span_id);
+    });
+  };
+
+  it("stays with a request the time-out answered: its late statement is beneath it, not another's", async () => {
+    const user = await createUser(slow.app);
+    const late = await slowApi({ method: 'GET', url: '/test/late-statement' });
+    expect(late.statusCode).toBe(503);
+    const lateSpan = await spanOf(String(late.headers['x-request-id']));
+    // Reads come and go, each lent a handle and giving it back; two are in flight when the
+    // late statement is sent.
+    const reads = [];
+    for (let i = 0; i < 4; i++) reads.push(await slowApi({ method: 'GET', url: `/api/v1/users/${user.id}` }));
+    const during = Promise.all([1, 2].map(() => slowApi({ method: 'GET', url: `/api/v1/users/${user.id}` })));
+    open();
+    reads.push(...(await during));
+    expect(reads.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    const lateStatement = await until("the late statement's span", async () => {
+      await tracing.flush();
+      return otlp.spans.find((s) => s.span.parentSpanId === lateSpan.span.spanId && s.span.kind === CLIENT);
+    });
+    expect(lateStatement.attributes['db.operation.name']).toBe('SELECT');
+    // Every read has its own statements beneath it, as many as the first, none of the late one's.
+    const servers = await Promise.all(reads.map((r) => spanOf(String(r.headers['x-request-id']))));
+    const counts = servers.map((server) => childrenOf(server).length);
+    expect(counts[0]).toBeGreaterThanOrEqual(1);
+    expect(counts).toEqual(counts.map(() => counts[0]));
   });
 });
 
