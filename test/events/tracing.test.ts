@@ -332,7 +332,7 @@ describe("a sampled request's database handle", async () => {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
   const slow = await buildTestApp(
-    { REQUEST_TIMEOUT_MS: '300' },
+    { REQUEST_TIMEOUT_MS: '1000' }, // the reads below must not reach it on a loaded host
     {
       plugins: [
         async (instance) => {
