@@ -327,8 +327,10 @@ describe('an order', () => {
 });
 
 describe("a sampled request's database handle", async () => {
-  // Handles are lent to one request at a time and kept for the next: one answered by the time-out
-  // while its handler still runs keeps its own, whatever other requests come and go meanwhile.
+  // A sampled request's handle names its span for as long as anything the request started runs:
+  // one answered by the time-out while its handler still runs keeps it, whatever other requests
+  // come and go meanwhile (handles kept for reuse would have to wait for the handler, not the
+  // response: docs/benchmark-log.md, "Tracing", run 33).
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
   const slow = await buildTestApp(
