@@ -115,10 +115,13 @@ const { app, logs } = await buildTestApp(
 );
 const api = asAdmin(app);
 
-/** The SERVER span of the request answered with `requestId` (its X-Request-Id), once exported. */
-async function serverSpanOf(requestId: string): Promise<Exported> {
+/**
+ * The SERVER span of the request answered with `requestId` (its X-Request-Id), once exported;
+ * `from`: the log lines of the app that answered it.
+ */
+async function serverSpanOf(requestId: string, from = logs): Promise<Exported> {
   const line = await until('the access line', () =>
-    logs.find((l) => l.requestId === requestId && l.msg === 'request completed'),
+    from.find((l) => l.requestId === requestId && l.msg === 'request completed'),
   );
   return until('the exported span', async () => {
     await tracing.flush();
@@ -350,22 +353,14 @@ describe("a sampled request's database handle", async () => {
   );
   afterAll(() => slow.app.close());
   const slowApi = asAdmin(slow.app);
-  const spanOf = async (requestId: string) => {
-    const line = await until('the access line', () =>
-      slow.logs.find((l) => l.requestId === requestId && l.msg === 'request completed'),
-    );
-    return until('the exported span', async () => {
-      await tracing.flush();
-      return otlp.spans.find((s) => s.span.kind === SERVER && s.span.spanId === line.span_id);
-    });
-  };
+  const spanOf = (requestId: string) => serverSpanOf(requestId, slow.logs);
 
   it("stays with a request the time-out answered: its late statement is beneath it, not another's", async () => {
     const user = await createUser(slow.app);
     const late = await slowApi({ method: 'GET', url: '/test/late-statement' });
     expect(late.statusCode).toBe(503);
     const lateSpan = await spanOf(String(late.headers['x-request-id']));
-    // Reads come and go, each lent a handle and giving it back; two are in flight when the
+    // Reads come and go meanwhile, each with a handle of its own; two are in flight when the
     // late statement is sent.
     const reads = [];
     for (let i = 0; i < 4; i++) reads.push(await slowApi({ method: 'GET', url: `/api/v1/users/${user.id}` }));
