@@ -114,7 +114,8 @@ export function wrk(
     const child = spawn(command, rest, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.on('exit', (code) => {
+    // 'close', not 'exit': a child may exit before its stdout has been read to the end.
+    child.on('close', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('{'));
       if (code !== 0 || line === undefined) return reject(new Error(`wrk exited with ${code}: ${out}`));
       const r = JSON.parse(line) as {

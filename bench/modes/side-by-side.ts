@@ -101,6 +101,7 @@ export async function sideBySide(): Promise<void> {
     { name: 'GET /api/products/{id} → 304', lua: script('side-not-modified', notModified(PRODUCTS)) },
   ];
   const ratios = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+  const skipped: string[] = [];
   const rows: string[][] = [['round', 'case', `${aName} µs/req`, 'p99 ms', `${bName} µs/req`, 'p99 ms', 'ratio (CPU)']];
   try {
     for (let round = 1; round <= ROUNDS; round++) {
@@ -112,8 +113,20 @@ export async function sideBySide(): Promise<void> {
       const [mine, theirs] = round % 2 === 1 ? [a, b] : [b, a];
       try {
         for (const { name, lua } of cases) {
-          await Promise.all([wrk(mine, lua, WARM_UP, half), wrk(theirs, lua, WARM_UP, half)]);
-          const [x, y] = await Promise.all([wrk(mine, lua, DURATION, half), wrk(theirs, lua, DURATION, half)]);
+          let x: Measured;
+          let y: Measured;
+          try {
+            await both(wrk(mine, lua, WARM_UP, half), wrk(theirs, lua, WARM_UP, half));
+            [x, y] = await both(wrk(mine, lua, DURATION, half), wrk(theirs, lua, DURATION, half));
+          } catch (error) {
+            // A round the host spoiled (a stall that made a side shed, a load generator that
+            // failed) is reported and left out, not the end of a run of many rounds.
+            skipped.push(
+              `round ${round}, ${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+            );
+            console.log(`round ${round}/${ROUNDS}  ${name}: not measured (${skipped.at(-1)})`);
+            continue;
+          }
           const ratio = x.serverUs / y.serverUs;
           ratios.get(name)?.push(ratio);
           rows.push([String(round), name, f1(x.serverUs), f1(x.p99), f1(y.serverUs), f1(y.p99), ratio.toFixed(3)]);
@@ -133,9 +146,24 @@ export async function sideBySide(): Promise<void> {
     `\nside by side: both servers on the server core at once, each with wrk -c${half} on the load core; ${postgresPlace}; ${DURATION} s × ${ROUNDS} rounds, a new pair of processes each round; pool ${POOL}; Node ${process.version}\n`,
   );
   console.log(table(rows));
+  if (skipped.length > 0) console.log(`not measured, left out of the medians:\n  ${skipped.join('\n  ')}`);
   for (const [name, values] of ratios) {
+    if (values.length === 0) {
+      console.log(`${name}: no round measured`);
+      continue;
+    }
     console.log(
       `${name}: ${aName}: CPU per request ${percentile(values, 50).toFixed(3)}× of ${bName}'s (median of ${values.length}; range ${Math.min(...values).toFixed(3)}–${Math.max(...values).toFixed(3)})`,
     );
   }
+}
+
+type Measured = Awaited<ReturnType<typeof wrk>>;
+
+/** Both loads' results; when one fails, the other is waited for first (no load left running). */
+async function both(a: Promise<Measured>, b: Promise<Measured>): Promise<[Measured, Measured]> {
+  const [x, y] = await Promise.allSettled([a, b]);
+  if (x.status === 'rejected') throw x.reason;
+  if (y.status === 'rejected') throw y.reason;
+  return [x.value, y.value];
 }
