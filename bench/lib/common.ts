@@ -219,6 +219,14 @@ export interface Case {
 export function buildAt(ref: string, name: string, patch?: string): string {
   const dir = join(work, name);
   execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT, stdio: 'ignore' });
+  // Not left registered in the repository once the bench is done (`git worktree list`).
+  process.once('exit', () => {
+    try {
+      execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT, stdio: 'ignore' });
+    } catch {
+      execFileSync('git', ['worktree', 'prune'], { cwd: ROOT, stdio: 'ignore' });
+    }
+  });
   if (patch !== undefined) execFileSync('git', ['apply', patch], { cwd: dir, stdio: 'inherit' });
   execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
   execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
