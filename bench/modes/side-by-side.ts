@@ -121,10 +121,9 @@ export async function sideBySide(): Promise<void> {
           } catch (error) {
             // A round the host spoiled (a stall that made a side shed, a load generator that
             // failed) is reported and left out, not the end of a run of many rounds.
-            skipped.push(
-              `round ${round}, ${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
-            );
-            console.log(`round ${round}/${ROUNDS}  ${name}: not measured (${skipped.at(-1)})`);
+            const why = error instanceof Error ? error.message.split('\n')[0] : String(error);
+            skipped.push(`round ${round}, ${name}: ${why}`);
+            console.log(`round ${round}/${ROUNDS}  ${name}: not measured (${why})`);
             continue;
           }
           const ratio = x.serverUs / y.serverUs;

@@ -12,6 +12,7 @@ import {
   type Server,
   USERS,
   WARM_UP,
+  buildAt,
   byId,
   f0,
   f1,
@@ -24,7 +25,6 @@ import {
   stopServer,
   table,
   vacuumAnalyze,
-  work,
   wrk,
 } from '../lib/common.js';
 
@@ -88,12 +88,7 @@ export async function tracingCost(): Promise<void> {
       );
     }
   }
-  const dir = join(work, 'baseline');
-  execFileSync('git', ['worktree', 'add', '--detach', dir, ref ?? 'HEAD'], { cwd: ROOT, stdio: 'ignore' });
-  if (ref === undefined) execFileSync('git', ['apply', patch], { cwd: dir, stdio: 'inherit' });
-  execFileSync('ln', ['-s', join(ROOT, 'node_modules'), join(dir, 'node_modules')]);
-  execFileSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: 'inherit' });
-  const baseline: string = join(dir, 'dist/src/server.js');
+  const baseline = buildAt(ref ?? 'HEAD', 'baseline', ref === undefined ? patch : undefined);
   const baselineName = ref === undefined ? 'without tracing code paths' : `without tracing code (${ref})`;
   const base = { DATABASE_URL: DB_URL, DATABASE_POOL_SIZE: String(POOL) };
   try {
@@ -197,6 +192,5 @@ export async function tracingCost(): Promise<void> {
     console.log(`\n${table(rows)}\n\nOTLP bytes received by the sink: ${f0(sink.bytes())}`);
   } finally {
     sink.close();
-    execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT });
   }
 }
