@@ -9,13 +9,22 @@ export interface SecretsRow {
   previous_secret: string | null;
 }
 
-export async function subscriptionSecretsToReencrypt(db: Db, prefix: string): Promise<SecretsRow[]> {
-  const { rows } = await sql<SecretsRow>`
+/** The next `limit` subscriptions with a secret not under the current key, after the id `afterId`. */
+export async function subscriptionSecretsToReencrypt(
+  db: Db,
+  prefix: string,
+  afterId: number,
+  limit: number,
+): Promise<SecretsRow[]> {
+  // bigint: a string from PostgreSQL, a number from PGlite.
+  const { rows } = await sql<Omit<SecretsRow, 'id'> & { id: number | string }>`
     select id, secret, previous_secret from webhook_subscriptions
-     where left(secret, ${prefix.length}) <> ${prefix}
-        or (previous_secret is not null and left(previous_secret, ${prefix.length}) <> ${prefix})
-     order by id`.execute(db);
-  return rows;
+     where id > ${afterId}
+       and (left(secret, ${prefix.length}) <> ${prefix}
+            or (previous_secret is not null and left(previous_secret, ${prefix.length}) <> ${prefix}))
+     order by id
+     limit ${limit}`.execute(db);
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }
 
 /** Writes the new values if the row still holds the ones read; 1 if it did. */
@@ -56,31 +65,37 @@ export async function storedAnswersToReencrypt(
   return rows;
 }
 
-/** Writes each answer's new body if it still holds the one read; how many were written. */
+/**
+ * Writes each answer's new body if it still holds the one read, in one statement for the batch;
+ * how many were written.
+ */
 export async function rewriteAnswerBodies(db: Db, rows: readonly (AnswerRow & { next: string })[]): Promise<number> {
-  let written = 0;
-  for (const row of rows) {
-    const result = await sql`
-      update idempotency_keys set body = ${row.next}
-       where subject = ${row.subject} and key = ${row.key} and body = ${row.body}`.execute(db);
-    written += Number(result.numAffectedRows ?? 0n);
-  }
-  return written;
+  if (rows.length === 0) return 0;
+  const values = sql.join(rows.map((r) => sql`(${r.subject}, ${r.key}, ${r.body}, ${r.next})`));
+  const result = await sql`
+    update idempotency_keys k set body = v.next
+      from (values ${values}) as v(subject, key, body, next)
+     where k.subject = v.subject and k.key = v.key and k.body = v.body`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
 }
 
-/** Whether a pass that left every value with `prefix` has finished (encryption_passes). */
-export async function passFinished(db: Db, prefix: string): Promise<boolean> {
-  const { rows } = await sql<{ one: number }>`select 1 as one from encryption_passes where prefix = ${prefix}`.execute(
-    db,
-  );
-  return rows.length > 0;
+/**
+ * Whether the values with `prefix` have settled: the first pass that left every value with it
+ * started more than `ms` ago (encryption_passes). Undefined when no such pass finished.
+ */
+export async function passSettled(db: Db, prefix: string, ms: number): Promise<boolean | undefined> {
+  const { rows } = await sql<{ settled: boolean }>`
+    select started_at < now() - ${ms} * interval '1 millisecond' as settled
+      from encryption_passes where prefix = ${prefix}`.execute(db);
+  return rows[0]?.settled;
 }
 
-/** Records a finished pass (the latest one's times, if several instances finish one). */
+/**
+ * Records a finished pass: the first one's start stays (the values' era began then), the latest
+ * one's finish replaces the last.
+ */
 export async function recordPass(db: Db, prefix: string, startedAt: Date): Promise<void> {
   await sql`
     insert into encryption_passes (prefix, started_at, finished_at) values (${prefix}, ${startedAt}, now())
-    on conflict (prefix) do update set started_at = excluded.started_at, finished_at = excluded.finished_at`.execute(
-    db,
-  );
+    on conflict (prefix) do update set finished_at = excluded.finished_at`.execute(db);
 }

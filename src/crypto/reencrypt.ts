@@ -1,43 +1,56 @@
-// Every instance, at start-up, re-encrypts in the background what is stored under another key
-// than the current ENCRYPTION_KEY (the previous one, after a rotation), in an earlier form (not
-// bound to its row), or not encrypted at all (rows written before secrets were encrypted):
-// webhook secrets, then the stored answers of Idempotency-Keys, a batch at a time. Each row is
-// rewritten only if it still holds the value read, so instances doing this at once, or a
-// rotation of the secret meanwhile, lose nothing.
+// Every instance re-encrypts in the background what is stored under another key than the current
+// ENCRYPTION_KEY (the previous one, after a rotation), in an earlier form (not bound to its row),
+// or not encrypted at all (rows written before secrets were encrypted): webhook secrets, then the
+// stored answers of Idempotency-Keys, a batch at a time. Each row is rewritten only if it still
+// holds the value read, so instances doing this at once, or a rotation of the secret meanwhile,
+// lose nothing.
 //
-// A pass that finished is recorded (encryption_passes, by the prefix of the values it left). A
-// start with no previous key configured and such a record reads that one row and nothing else:
-// every instance writes in the current form under its key, so nothing can be left. While a
-// previous key is configured (a rotation under way), every start walks both tables: an instance
-// still on the old key may have written under it since the last pass. Once a pass that started
-// after the last instance on the old key stopped has logged that it finished,
-// ENCRYPTION_KEY_PREVIOUS can go (docs/operations.md, "Rotating ENCRYPTION_KEY").
+// During a rolling upgrade, instances of the earlier version keep writing the earlier form after
+// the first new instance has passed over the tables, so one pass cannot leave nothing behind. A
+// pass therefore runs at start-up and again every RECHECK_EVERY_MS until the current form has
+// settled: until a day (IDEMPOTENCY_TTL_HOURS) and a margin have gone by since the first finished
+// pass of the current form (encryption_passes). Whatever an earlier instance wrote meanwhile is
+// converted by the next pass. Once settled, a start walks the webhook secrets only (a small
+// table, and a secret never expires) and reads no stored answer: an answer that an instance of an
+// earlier version wrote even later (one that outlived the upgrade by a day) stays readable and is
+// gone at its expiry. While a previous key is configured (a rotation under way), every pass walks
+// both tables, and the passes go on: an instance still on the old key may write under it. Once a
+// pass that started after the last instance on the old key stopped has logged that it finished,
+// ENCRYPTION_KEY_PREVIOUS can go (docs/webhooks.md, "Rotating ENCRYPTION_KEY").
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { answerBinding, subscriptionBinding, UndecryptableError, type Purpose } from './encryption.js';
 import {
-  passFinished,
+  passSettled,
   recordPass,
   rewriteAnswerBodies,
   rewriteSubscriptionSecrets,
   storedAnswersToReencrypt,
   subscriptionSecretsToReencrypt,
+  type SecretsRow,
 } from './reencrypt.repository.js';
 
 const BATCH = 500;
 
+/** How often a pass runs again until the current form has settled (or while rotating). */
+export const RECHECK_EVERY_MS = 15 * 60_000;
+
+/** After the first finished pass of a form, how much longer than IDEMPOTENCY_TTL_HOURS passes go on. */
+const SETTLE_MARGIN_MS = 60 * 60_000;
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The start-up pass of reencrypt.ts: how many values it rewrote (tests wait for it). */
-    secretsReencrypted: Promise<{ subscriptions: number; answers: number; skipped?: true }>;
+    secretsReencrypted: Promise<{ subscriptions: number; answers: number; undecryptable?: number; settled?: true }>;
   }
 }
 
 async function reencryption(app: FastifyInstance): Promise<void> {
   const { encryption, db } = app;
   const prefix = encryption.currentPrefix;
+  const settleMs = app.config.idempotencyTtlHours * 3_600_000 + SETTLE_MARGIN_MS;
   /** Values rewritten; values no configured key decrypts for their row (left as they are). */
-  type Counts = { subscriptions: number; answers: number; undecryptable?: number; skipped?: true };
+  type Counts = { subscriptions: number; answers: number; undecryptable?: number; settled?: true };
   let done: (counts: Counts) => void = () => {};
   app.decorate(
     'secretsReencrypted',
@@ -46,14 +59,17 @@ async function reencryption(app: FastifyInstance): Promise<void> {
     }),
   );
   let stopped = false;
+  /** Read through a call: `stopped` changes while a pass awaits. */
+  const halted = (): boolean => stopped;
+  let timer: NodeJS.Timeout | undefined;
   app.addHook('preClose', (finish) => {
     stopped = true;
+    clearTimeout(timer);
     finish();
   });
 
   async function pass(): Promise<Counts> {
-    if (!encryption.rotating && (await passFinished(db, prefix)))
-      return { subscriptions: 0, answers: 0, skipped: true };
+    const settled = !encryption.rotating && (await passSettled(db, prefix, settleMs)) === true;
     const startedAt = new Date();
     let undecryptable = 0;
     /** `value` re-encrypted, or undefined (counted) when no configured key decrypts it for its row. */
@@ -67,14 +83,20 @@ async function reencryption(app: FastifyInstance): Promise<void> {
       }
     };
     let subscriptions = 0;
-    for (const row of await subscriptionSecretsToReencrypt(db, prefix)) {
-      if (stopped) break;
-      const binding = subscriptionBinding(row.id);
-      const secret = again(row.secret, 'webhook-secret', binding);
-      const previous = row.previous_secret === null ? null : again(row.previous_secret, 'webhook-secret', binding);
-      if (secret === undefined || previous === undefined) continue;
-      subscriptions += await rewriteSubscriptionSecrets(db, row, { secret, previous_secret: previous });
+    for (let afterId = 0; !halted();) {
+      const rows = await subscriptionSecretsToReencrypt(db, prefix, afterId, BATCH);
+      if (rows.length === 0) break;
+      for (const row of rows) {
+        if (halted()) break;
+        const binding = subscriptionBinding(row.id);
+        const secret = again(row.secret, 'webhook-secret', binding);
+        const previous = row.previous_secret === null ? null : again(row.previous_secret, 'webhook-secret', binding);
+        if (secret === undefined || previous === undefined) continue;
+        subscriptions += await rewriteSubscriptionSecrets(db, row, { secret, previous_secret: previous });
+      }
+      afterId = (rows.at(-1) as SecretsRow).id;
     }
+    if (settled) return { subscriptions, answers: 0, ...(undecryptable > 0 ? { undecryptable } : {}), settled };
     let answers = 0;
     for (let after = { subject: '', key: '' }; !stopped;) {
       const rows = await storedAnswersToReencrypt(db, prefix, after, BATCH);
@@ -86,32 +108,45 @@ async function reencryption(app: FastifyInstance): Promise<void> {
       answers += await rewriteAnswerBodies(db, next);
       after = rows.at(-1) as (typeof rows)[number];
     }
-    // A value left undecryptable keeps the pass unfinished: the next start looks again.
+    // A value left undecryptable keeps the pass unfinished: the next one looks again.
     if (!stopped && undecryptable === 0) await recordPass(db, prefix, startedAt);
     return { subscriptions, answers, ...(undecryptable > 0 ? { undecryptable } : {}) };
   }
 
-  app.addHook('onReady', (ready) => {
+  const report = (counts: Counts): void => {
+    if (counts.undecryptable !== undefined)
+      app.log.error(
+        counts,
+        'secrets at rest: some values decrypt under no configured key for their row (ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS); they stay as they are',
+      );
+    else if (counts.settled !== true || counts.subscriptions > 0)
+      app.log.info(
+        counts,
+        'secrets at rest: every value is encrypted under the current ENCRYPTION_KEY, bound to its row',
+      );
+  };
+
+  /** One pass, then the next in RECHECK_EVERY_MS unless the form has settled. */
+  const run = (first: boolean): void => {
     pass().then(
       (counts) => {
-        if (counts.undecryptable !== undefined)
-          app.log.error(
-            counts,
-            'secrets at rest: some values decrypt under no configured key for their row (ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS); they stay as they are',
-          );
-        else if (counts.skipped !== true)
-          app.log.info(
-            counts,
-            'secrets at rest: every value is encrypted under the current ENCRYPTION_KEY, bound to its row',
-          );
-        done(counts);
+        report(counts);
+        if (first) done(counts);
+        if (counts.settled !== true && !stopped) {
+          timer = setTimeout(() => run(false), RECHECK_EVERY_MS);
+          timer.unref();
+        }
       },
       (error: unknown) => {
         // A value no configured key decrypts stays as it is (its deliveries fail, saying why).
         if (!stopped) app.log.error({ err: error }, 're-encrypting secrets at rest under ENCRYPTION_KEY failed');
-        done({ subscriptions: 0, answers: 0 });
+        if (first) done({ subscriptions: 0, answers: 0 });
       },
     );
+  };
+
+  app.addHook('onReady', (ready) => {
+    run(true);
     ready();
   });
 }

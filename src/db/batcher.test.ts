@@ -199,7 +199,10 @@ describe('Batcher', () => {
     const first = batcher.call(1);
     await turn();
     // Two wait behind the first batch: one for longer than maxWaitMs, one whose caller leaves.
-    const stale = batcher.call(2);
+    const stale = batcher.call(2).then(
+      () => 'answered',
+      (error: unknown) => (error as Error).message,
+    );
     await new Promise((resolve) => setTimeout(resolve, 80));
     let gone = false;
     const left = batcher.call(3, () => gone);
@@ -207,9 +210,61 @@ describe('Batcher', () => {
     gone = true;
     release();
     expect(await first).toBe(1);
-    await expect(stale).rejects.toThrow('waited too long');
+    expect(await stale).toBe('waited too long');
     await expect(left).rejects.toThrow('waited too long');
     expect(await fresh).toBe(4);
     expect(batches).toEqual([[1], [4]]);
+  });
+
+  // docs/operations.md#overload: queue time, not queue length, whatever holds the batch out.
+  it('fails a waiting call once it has waited maxWaitMs, while the batch ahead of it is still out', async () => {
+    let release: () => void = () => {};
+    const batcher = new Batcher(
+      async (inputs: number[]) => {
+        if (inputs[0] === 1) await new Promise<void>((resolve) => (release = resolve));
+        return inputs;
+      },
+      { maxSize: 100, maxInFlight: 1, maxWaitMs: 50, expired: () => new Error('waited too long') },
+    );
+    const first = batcher.call(1);
+    await turn();
+    const started = performance.now();
+    const waiting = batcher.call(2).then(
+      () => 'answered',
+      (error: unknown) => (error as Error).message,
+    );
+    expect(await waiting).toBe('waited too long');
+    expect(performance.now() - started).toBeLessThan(250);
+    expect(batcher.waiting).toBe(0);
+    release();
+    expect(await first).toBe(1);
+  });
+
+  it('refuses a call at once beyond maxWaiting, and answers one that waited too long with late() when given', async () => {
+    let release: () => void = () => {};
+    let refused = 0;
+    const batcher = new Batcher(
+      async (inputs: number[]) => {
+        if (inputs[0] === 1) await new Promise<void>((resolve) => (release = resolve));
+        return inputs;
+      },
+      {
+        maxSize: 100,
+        maxInFlight: 1,
+        maxWaitMs: 50,
+        maxWaiting: 2,
+        late: async (input) => -input,
+        onRefused: () => refused++,
+      },
+    );
+    const first = batcher.call(1);
+    await turn();
+    const waiting = [batcher.call(2), batcher.call(3)];
+    expect(await batcher.call(4)).toBe(-4);
+    expect(batcher.waiting).toBe(2);
+    expect(await Promise.all(waiting)).toEqual([-2, -3]);
+    expect(refused).toBe(3);
+    release();
+    expect(await first).toBe(1);
   });
 });

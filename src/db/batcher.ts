@@ -1,7 +1,8 @@
 // Group commit: calls that arrive while the database is busy share one statement. Most of a
-// write's PostgreSQL cost is per statement (planning, executor set-up, the commit), not per row;
-// placing orders one at a time, PostgreSQL spent ~470 µs a statement and ~100 µs an order
+// write's PostgreSQL cost is per statement (planning, executor set-up, the commit), not per row
 // (docs/benchmark-log.md, "Orders that arrive together share one statement").
+
+import { Fifo } from './fifo.js';
 
 interface Pending<I, O> {
   input: I;
@@ -29,9 +30,12 @@ interface Pending<I, O> {
  * gather only while batches are out (a read that a statement in flight would have to wait behind
  * anyway). A caller asks `alone()` first and `call()` when it declines.
  *
- * With `maxWaitMs`, a call that waited longer than that for a batch is not sent: it fails with
- * `expired()`'s error (docs/operations.md#overload: queue time, not queue length). A call whose
- * `gone()` is true when its batch leaves is not sent either, and fails with `left()`'s error.
+ * docs/operations.md#overload, queue time and not queue length: with `maxWaitMs`, a call that has
+ * waited that long for a batch is not sent, on a timer of its own, whatever holds the batches in
+ * flight (a statement waiting on a lock for its statement time-out): it fails with `expired()`'s
+ * error, or is answered by `late(input)` when given. At most `maxWaiting` calls wait; one more is
+ * refused at once the same way. A call whose `gone()` is true when its batch leaves, or when it
+ * expires, is dropped (it fails with `expired()`'s error, which nobody reads).
  */
 export class Batcher<I, O> {
   readonly #send: (inputs: I[]) => Promise<(O | Promise<O>)[]>;
@@ -39,12 +43,16 @@ export class Batcher<I, O> {
   readonly #maxInFlight: number;
   readonly #minSpacingMs: number;
   readonly #maxWaitMs: number;
+  readonly #maxWaiting: number;
   readonly #expired: () => unknown;
+  readonly #late: ((input: I) => Promise<O>) | undefined;
+  readonly #onRefused: (() => void) | undefined;
   readonly #immediate: boolean;
   #lastSent = Number.NEGATIVE_INFINITY;
-  #waiting: Pending<I, O>[] = [];
+  readonly #waiting = new Fifo<Pending<I, O>>();
   #inFlight = 0;
   #scheduled = false;
+  #expiry: NodeJS.Timeout | undefined;
 
   constructor(
     send: (inputs: I[]) => Promise<(O | Promise<O>)[]>,
@@ -53,9 +61,14 @@ export class Batcher<I, O> {
       maxInFlight: number;
       minSpacingMs?: number;
       maxWaitMs?: number;
+      maxWaiting?: number;
       immediate?: boolean;
-      /** The error of a call that waited longer than maxWaitMs, or whose caller has gone. */
+      /** The error of a call that waited longer than maxWaitMs, or found no room, or whose caller has gone. */
       expired?: () => unknown;
+      /** What answers a call that waited longer than maxWaitMs or found no room, instead of expired(). */
+      late?: (input: I) => Promise<O>;
+      /** Called for each call that waited longer than maxWaitMs or found no room (a metric). */
+      onRefused?: () => void;
     },
   ) {
     if (!(options.maxSize >= 1 && options.maxInFlight >= 1)) throw new RangeError('a batch needs room for one call');
@@ -64,15 +77,26 @@ export class Batcher<I, O> {
     this.#maxInFlight = options.maxInFlight;
     this.#minSpacingMs = options.minSpacingMs ?? 0;
     this.#maxWaitMs = options.maxWaitMs ?? Number.POSITIVE_INFINITY;
+    this.#maxWaiting = options.maxWaiting ?? Number.POSITIVE_INFINITY;
     this.#expired = options.expired ?? (() => new Error('waited too long for a batch'));
+    this.#late = options.late;
+    this.#onRefused = options.onRefused;
     this.#immediate = options.immediate === true && this.#minSpacingMs === 0;
+  }
+
+  /** Calls waiting for a batch (tests, docs). */
+  get waiting(): number {
+    return this.#waiting.length;
   }
 
   /** `input`'s answer, from the next batch that takes it (none if `gone()` is true by then). */
   call(input: I, gone?: () => boolean): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ input, resolve, reject, at: performance.now(), gone });
+      const pending: Pending<I, O> = { input, resolve, reject, at: performance.now(), gone };
+      if (this.#waiting.length >= this.#maxWaiting) return this.#refuse(pending);
+      this.#waiting.push(pending);
       this.#schedule();
+      this.#arm();
     });
   }
 
@@ -96,16 +120,46 @@ export class Batcher<I, O> {
     this.#schedule();
   };
 
-  /** The calls that may still be sent: one that waited too long, or whose caller left, fails now. */
+  /** A call that waited too long or found no room: answered late, or refused. */
+  #refuse(pending: Pending<I, O>): void {
+    this.#onRefused?.();
+    if (pending.gone?.() === true || this.#late === undefined) pending.reject(this.#expired());
+    else pending.resolve(this.#late(pending.input));
+  }
+
+  /** The expiry timer, for the oldest waiting call's deadline. */
+  #arm(): void {
+    if (this.#expiry !== undefined || this.#maxWaitMs === Number.POSITIVE_INFINITY) return;
+    const oldest = this.#waiting.peek();
+    if (oldest === undefined) return;
+    const wait = Math.max(0, oldest.at + this.#maxWaitMs - performance.now());
+    this.#expiry = setTimeout(this.#expire, wait).unref();
+  }
+
+  readonly #expire = (): void => {
+    this.#expiry = undefined;
+    const oldest = performance.now() - this.#maxWaitMs;
+    for (
+      let pending = this.#waiting.peek();
+      pending !== undefined && pending.at <= oldest;
+      pending = this.#waiting.peek()
+    ) {
+      this.#waiting.shift();
+      this.#refuse(pending);
+    }
+    this.#arm();
+  };
+
+  /** The calls that may still be sent: one that waited too long fails now, and one whose caller left is dropped. */
   #take(): Pending<I, O>[] {
     const batch: Pending<I, O>[] = [];
     const oldest = performance.now() - this.#maxWaitMs;
-    while (batch.length < this.#maxSize && this.#waiting.length > 0) {
-      const taken = this.#waiting.splice(0, this.#maxSize - batch.length);
-      for (const pending of taken) {
-        if (pending.at < oldest || pending.gone?.() === true) pending.reject(this.#expired());
-        else batch.push(pending);
-      }
+    while (batch.length < this.#maxSize) {
+      const pending = this.#waiting.shift();
+      if (pending === undefined) break;
+      if (pending.at < oldest) this.#refuse(pending);
+      else if (pending.gone?.() === true) pending.reject(this.#expired());
+      else batch.push(pending);
     }
     return batch;
   }
@@ -126,6 +180,10 @@ export class Batcher<I, O> {
     while (this.#waiting.length > 0 && this.#inFlight < this.#maxInFlight) {
       const batch = this.#take();
       if (batch.length > 0) this.#out(batch);
+    }
+    if (this.#waiting.length === 0) {
+      clearTimeout(this.#expiry);
+      this.#expiry = undefined;
     }
   };
 

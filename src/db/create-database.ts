@@ -7,10 +7,12 @@ import type { Config } from '../config/config.js';
 import { trackAnswers, type Database } from './database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { pgliteDialect } from './pglite-dialect.js';
+import { openPGlite } from './pglite-image.js';
 import { postgresJsDialect, translate } from './postgres-js-dialect.js';
 import { PostgresPool } from './postgres-pool.js';
 import { arrayText, parseArray } from './inline-parameters.js';
-import { gatherReads, withDirectRun } from './prepared.js';
+import { withDirectRun } from './prepared.js';
+import { gatherReads } from './prepared-by-id.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -24,6 +26,20 @@ export { reconnectDelaySeconds } from './reconnect-delay.js';
  */
 export function reconnection() {
   return { connect_timeout: 5 };
+}
+
+/**
+ * How long past its statement time-out a connection with statements in flight may stay silent
+ * before the pool ends it (postgres-pool.ts, answerTimeoutMs): the statement's cancellation has
+ * to travel back, on a machine that may be loaded.
+ */
+const ANSWER_MARGIN_MS = 2000;
+
+const pools = new WeakMap<object, PostgresPool>();
+
+/** The pool beneath a database made here (undefined on the embedded engine): its metrics. */
+export function poolOf(db: object): PostgresPool | undefined {
+  return pools.get(db);
 }
 
 export interface CreateDatabaseOptions {
@@ -41,7 +57,13 @@ type PostgresConfig = Extract<Config['database'], { kind: 'postgres' }>;
 export async function createDatabase(
   config: Config['database'],
   options: CreateDatabaseOptions = {},
-): Promise<{ db: Kysely<Database>; engine: Engine; pool?: PostgresPool }> {
+): Promise<{
+  db: Kysely<Database>;
+  engine: Engine;
+  pool?: PostgresPool;
+  /** A new embedded database: keeps its image once migrated, for the next one (pglite-image.ts). */
+  saveImage?: () => Promise<void>;
+}> {
   if (config.kind === 'postgres') {
     const direct = options.direct === true;
     const { db, pool } = postgresDatabase(
@@ -69,9 +91,10 @@ export async function createDatabase(
     unlock = lockDataDir(dataDir);
   }
   try {
-    const pglite = await PGlite.create(dataDir);
+    const { pglite, saveImage } = await openPGlite(PGlite, dataDir); // a new one from an image
     const { dialect, run, everyConnection } = pgliteDialect(pglite, unlock);
-    return { db: withDirectRun(new Kysely<Database>({ dialect }), run, everyConnection, 1), engine: 'pglite' };
+    const db = withDirectRun(new Kysely<Database>({ dialect }), { run, everyConnection, connections: 1 });
+    return { db, engine: 'pglite', ...(saveImage === undefined ? {} : { saveImage }) };
   } catch (error) {
     unlock();
     throw error;
@@ -147,6 +170,8 @@ function postgresDatabase(
       inline: options.pooled,
       lazy: options.pooled,
       queueTimeoutMs: config.queueTimeoutMs,
+      // A live server answers each statement within its statement time-out (it cancels it then).
+      answerTimeoutMs: config.statementTimeoutMs + ANSWER_MARGIN_MS,
       ...(options.fallback === undefined ? { translate } : {}),
     },
   );
@@ -155,7 +180,7 @@ function postgresDatabase(
         .map(([name, ms]) => `set local ${name} = ${Math.trunc(ms)}`)
         .join('; ')
     : undefined;
-  const { dialect, run, everyConnection } = postgresJsDialect(pool, {
+  const { dialect, run, everyConnection, onPrimary } = postgresJsDialect(pool, {
     ...(afterBegin === undefined ? {} : { afterBegin }),
     ...(options.fallback === undefined ? {} : { fallback: options.fallback }),
   });
@@ -169,5 +194,14 @@ function postgresDatabase(
   };
   trackAnswers(db, (withinMs) => pool.answeredWithin(withinMs));
   gatherReads(db, options.pooled ? 'pooled' : 'direct');
-  return { db: withDirectRun(db, run, everyConnection, size, config.queueTimeoutMs), pool };
+  pools.set(db, pool);
+  withDirectRun(db, {
+    run,
+    everyConnection,
+    connections: size,
+    queueTimeoutMs: config.queueTimeoutMs,
+    onPrimary,
+    queueTimedOut: () => pool.queueTimedOut(),
+  });
+  return { db, pool };
 }

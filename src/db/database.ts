@@ -41,7 +41,10 @@ export function trackAnswers(db: Db, answeredWithin: (withinMs: number) => boole
  * `withinMs` (no primary during a failover: the driver waits for one) is unavailable now: a
  * load balancer's probe gets its 503 at once instead of hanging.
  */
-export async function pingDatabase(db: Db, withinMs = 2000, freshMs = 1000): Promise<void> {
+/** How long readiness waits for the database's answer (deploy/kubernetes/ sets its probe's time-out above it). */
+export const READY_WITHIN_MS = 2000;
+
+export async function pingDatabase(db: Db, withinMs = READY_WITHIN_MS, freshMs = 1000): Promise<void> {
   if (answeredRecently.get(db)?.(freshMs) === true) return;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {

@@ -3,8 +3,8 @@
 //
 // PgBouncer 1.18 keeps no prepared statements in transaction mode, and postgres.js sends an
 // unnamed statement with parameters in two round trips (it describes the statement first, to
-// learn the parameter types) and pipelines none of them: GET by id through PgBouncer read 0.19×
-// of a direct connection. Drivers meet this the same way (pgx's simple protocol mode, made for
+// learn the parameter types) and pipelines none of them (docs/benchmark-log.md, "Topologies").
+// Drivers meet this the same way (pgx's simple protocol mode, made for
 // PgBouncer): the values are written into the statement as quoted literals and the statement
 // goes out as one simple query, which pipelines. A quoted literal is of type unknown, as an
 // untyped parameter is, so the server resolves it the same way.

@@ -3,16 +3,17 @@
 // primary only, found again after a failover. An instance notifies after its writes have
 // committed and answered, at most every `spacingMs` with a trailing one so that the last write
 // is never left out; never inside a write's transaction, where a NOTIFY holds a cluster-wide
-// lock at commit and so serialises every commit (measured: −35% POST /api/v1/orders with one
-// webhook subscription). Each payload names its instance, so that an instance ignores its own.
+// lock at commit and so serialises every commit (docs/benchmark-log.md has what that cost).
+// Each payload names its instance, so that an instance ignores its own.
 // The embedded engine is one process, which needs none of this: there is no channel.
 import { randomUUID } from 'node:crypto';
 import type { Sql } from 'postgres';
 import type { Config } from '../config/config.js';
-import { accepts, connectionTarget, SESSION_STATE } from './connection-target.js';
+import { connectionTarget, type Endpoint } from './connection-target.js';
 import { reconnection } from './create-database.js';
-import { singleUseClient } from './driver-client.js';
+import { singleUseClient, type DriverOptions } from './driver-client.js';
 import { reconnectDelaySeconds } from './reconnect-delay.js';
+import { openSession, sessionDeadlineMs, withDeadline } from './session.js';
 
 export interface Notifications {
   /** Tells the other instances, soon (spaced; a failure is logged, never thrown). */
@@ -33,7 +34,8 @@ const noop = (): void => {};
 
 /**
  * The channel's notifications, or undefined on the embedded engine. The connection's life is the
- * service's, as the pool's (postgres-pool.ts): a client per connection, thrown away when it dies,
+ * service's, as the pool's (pool-connection.ts): it opens the same way (session.ts, with the same
+ * deadline on every step, LISTEN included), is a client per connection thrown away when it dies,
  * and the next one LISTENs again after a wait of at most a second (reconnect-delay.ts), on the
  * host that is the primary.
  */
@@ -58,59 +60,46 @@ export function notificationsOf(
   let reopen: NodeJS.Timeout | undefined;
   let started: Promise<void> | undefined;
 
+  const options: DriverOptions = {
+    onnotice: noop,
+    ...reconnection(),
+    connection: { application_name: 'resource-api-listen' },
+    // postgres.js calls it for each NotificationResponse on this connection (not in its types).
+    ...({
+      onnotify: (name: string, from: string) => {
+        if (name === channel && from !== instance) onOther();
+      },
+    } as object),
+  };
+  /** Clients whose connection has died (or was given up on): never the listening one again. */
+  const dead = new WeakSet<Sql>();
+  const client = (endpoint: Endpoint): Sql => {
+    const made: Sql = singleUseClient(target.driverUrl, endpoint, options, {
+      onDeath: () => {
+        if (dead.has(made)) return;
+        dead.add(made);
+        if (sql !== made) return;
+        sql = undefined;
+        void made.end({ timeout: 0 }).catch(noop);
+        schedule(0);
+      },
+    });
+    return made;
+  };
+
   /** One round of the hosts: true once one listens. */
   const round = async (): Promise<{ listening: boolean; error?: unknown }> => {
-    let failure: unknown;
-    for (let k = 0; k < target.endpoints.length && !lifecycle.ended; k++) {
-      const index = (preferred + k) % target.endpoints.length;
-      const endpoint = target.endpoints[index] as (typeof target.endpoints)[number];
-      const life = { dead: false };
-      const alive = (): boolean => !life.dead && !lifecycle.ended;
-      const client: Sql = singleUseClient(
-        target.driverUrl,
-        endpoint,
-        {
-          onnotice: noop,
-          ...reconnection(),
-          connection: { application_name: 'resource-api-listen' },
-          // postgres.js calls it for each NotificationResponse on this connection (not in its types).
-          ...({
-            onnotify: (name: string, from: string) => {
-              if (name === channel && from !== instance) onOther();
-            },
-          } as object),
-        },
-        {
-          onDeath: () => {
-            if (life.dead) return;
-            life.dead = true;
-            if (sql !== client) return;
-            sql = undefined;
-            void client.end({ timeout: 0 }).catch(noop);
-            schedule(0);
-          },
-        },
-      );
-      try {
-        const [state] = (await client.unsafe(SESSION_STATE).simple()) as unknown as (
-          { standby: boolean; read_only: string } | undefined
-        )[];
-        if (state !== undefined && accepts(target.attrs, state)) {
-          if (listening) await client.unsafe(listenText).simple();
-          if (alive()) {
-            sql = client;
-            preferred = index;
-            retries = 0;
-            return { listening: true };
-          }
-        }
-      } catch (error) {
-        failure = error;
-      }
-      life.dead = true;
-      void client.end({ timeout: 0 }).catch(noop);
-    }
-    return { listening: false, error: failure };
+    const opened = await openSession(target, preferred, {
+      client,
+      deadlineMs: sessionDeadlineMs(options),
+      prepare: listening ? (session) => session.unsafe(listenText).simple() : undefined,
+      wanted: (session) => !dead.has(session) && !lifecycle.ended,
+    });
+    if (opened.sql === undefined) return { listening: false, error: opened.failure };
+    sql = opened.sql;
+    preferred = opened.index;
+    retries = 0;
+    return { listening: true };
   };
 
   const openRound = async (): Promise<{ listening: boolean; error?: unknown }> => {
@@ -168,7 +157,8 @@ export function notificationsOf(
       listening = true;
       // Already open to notify: LISTEN there now (a new connection LISTENs as it opens).
       const open = sql;
-      if (open !== undefined) await open.unsafe(listenText).simple().catch(noop);
+      if (open !== undefined)
+        await withDeadline(open.unsafe(listenText).simple(), sessionDeadlineMs(options)).catch(noop);
       await connection();
     },
     end: async () => {

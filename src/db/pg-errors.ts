@@ -14,8 +14,8 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
 }
 
 // Class 08 (connection exception), 57P01-3 (shutdown, cannot connect now), 53300 (too many
-// connections), 25006 (read-only: not the primary) and the socket-level codes postgres.js
-// reports when the server is gone.
+// connections), 25006 (read-only: not the primary), the socket-level codes postgres.js reports
+// when the server is gone, and the pool's own (CONNECTION_UNANSWERED: no answer in time).
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -28,6 +28,7 @@ const CONNECTION_CODES = new Set([
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
   'CONNECT_TIMEOUT',
+  'CONNECTION_UNANSWERED',
   '57P01',
   '57P02',
   '57P03',
@@ -36,9 +37,19 @@ const CONNECTION_CODES = new Set([
   '25006',
 ]);
 
+/** The database cannot serve the statement now: 503 with Retry-After (docs/api-guide.md#errors). */
 export function isConnectionError(error: unknown): boolean {
   const code = (error as PgError | null)?.code;
   return typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'));
+}
+
+/**
+ * The connection the statement failed on is over: every statement on it settles now. A
+ * read-only refusal (25006) comes from a live server that answers the statements pipelined
+ * with it, so it ends nothing at once (the connection retires once they are answered).
+ */
+export function endsConnection(error: unknown): boolean {
+  return isConnectionError(error) && (error as PgError).code !== '25006';
 }
 
 // SQLSTATEs caused by a value the database cannot hold (class 22): a NUL or untranslatable

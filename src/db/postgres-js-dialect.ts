@@ -12,11 +12,10 @@ import {
   type TransactionSettings,
 } from 'kysely';
 import { beginStatement, postgresDialect } from './postgres-dialect.js';
-import { connectionLost, type PostgresPool, type QueryOptions, type Reservation } from './postgres-pool.js';
+import type { PostgresPool, QueryOptions, Reservation } from './postgres-pool.js';
 import type { DirectRun, EveryConnectionRun } from './prepared.js';
 import { DatabaseUnavailable, Overloaded } from '../errors.js';
 import { isConnectionError } from './pg-errors.js';
-import { driverParameters } from './inline-parameters.js';
 
 export interface PostgresJsDialectOptions {
   /**
@@ -34,11 +33,13 @@ export interface PostgresJsDialectOptions {
 
 /**
  * What a replica may fail with that the primary would not: it is down or gone (a connection
- * error), it accepts no writes (25006, among the connection errors), or it cancelled a read for
- * a conflict with recovery (40001).
+ * error), it accepts no writes (25006, among the connection errors), it cancelled a read for a
+ * conflict with recovery (40001), or it is busy: the statement waited past the queue time-out
+ * for one of its connections (docs/operations.md, "Read replicas": a replica never causes a 5xx).
  */
-function fallsBack(error: unknown): boolean {
-  return isConnectionError(error) || (error as { code?: unknown } | null)?.code === '40001';
+export function fallsBack(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return isConnectionError(error) || code === '40001' || code === 'QUEUE_TIMEOUT';
 }
 
 export function postgresJsDialect(
@@ -48,7 +49,10 @@ export function postgresJsDialect(
   dialect: Dialect;
   run: DirectRun;
   everyConnection: EveryConnectionRun;
+  /** A replica's: one statement on its primary (a gathered read that waited too long for the replica). */
+  onPrimary: DirectRun | undefined;
 } {
+  const { fallback } = options;
   return {
     dialect: postgresDialect(() => new PostgresJsDriver(pool, options.afterBegin, options.fallback)),
     // One statement on the shared connections, for the prepared hot queries (prepared.ts): on a
@@ -68,6 +72,15 @@ export function postgresJsDialect(
             ).catch((error: unknown) => {
               throw translate(error);
             }),
+    onPrimary:
+      fallback === undefined
+        ? undefined
+        : (sql, parameters, runOptions) =>
+            traceStatement(sql, () => fallback.query(sql, parameters, runOptions), runOptions?.parent).catch(
+              (error: unknown) => {
+                throw translate(error);
+              },
+            ),
     // The warm-up's hot statements, once on each connection.
     everyConnection: (sql, parameters) => {
       pool.hot(sql);
@@ -126,19 +139,18 @@ class PostgresJsConnection implements DatabaseConnection {
     }
   }
 
-  async *streamQuery<R>(query: CompiledQuery, chunkSize = 100): AsyncIterableIterator<QueryResult<R>> {
-    const target = this.#reserved?.sql ?? this.pool.anyClient();
-    if (target === undefined) throw translate(connectionLost());
-    const cursor = target
-      .unsafe(query.sql, driverParameters(query.parameters) as never[], { prepare: this.pool.prepare })
-      .cursor(chunkSize);
-    for await (const rows of cursor) yield { rows: rows as R[] };
+  // No cursors: a cursor's statement would bypass the pool's bookkeeping (never settled when its
+  // connection ends), and the service reads every list a page at a time.
+  streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('Streaming is not supported: read a page at a time');
   }
 
   async begin(settings: TransactionSettings, retried = false): Promise<void> {
     try {
       this.#reserved = await this.pool.reserve();
     } catch (error) {
+      // A replica that has no connection for it: the transaction runs on its primary.
+      if (this.#fallBack(error)) return this.begin(settings, retried);
       throw translate(error);
     }
     const statement = beginStatement(settings);
@@ -154,12 +166,16 @@ class PostgresJsConnection implements DatabaseConnection {
       if (!retried && isConnectionError(error) && (error as { code?: unknown }).code !== '25006')
         return this.begin(settings, true);
       // A replica that cannot begin: the transaction runs on its primary.
-      if (this.fallback !== undefined && this.pool !== this.fallback && fallsBack(error)) {
-        this.pool = this.fallback;
-        return this.begin(settings, retried);
-      }
+      if (this.#fallBack(error)) return this.begin(settings, retried);
       throw translate(error);
     }
+  }
+
+  /** On a replica, after `error`, the primary takes over this connection's work: true if it did. */
+  #fallBack(error: unknown): boolean {
+    if (this.fallback === undefined || this.pool === this.fallback || !fallsBack(error)) return false;
+    this.pool = this.fallback;
+    return true;
   }
 
   async end(statement: 'commit' | 'rollback'): Promise<void> {

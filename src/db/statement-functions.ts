@@ -2,9 +2,9 @@
 // "A pooler in transaction mode").
 //
 // PgBouncer 1.18 keeps no prepared statements in transaction mode, so every statement sent
-// through it is parsed and planned again on the server: a primary-key read cost PostgreSQL
-// 14 µs prepared and 45 µs sent as text; an order's statement, long and with every value written
-// into it, cost the service ~40 µs more to build and encode. A PL/pgSQL function caches the plans
+// through it is parsed and planned again on the server, and an order's statement, long and with
+// every value written into it, costs the service more to build and encode than a prepared one's
+// values (docs/benchmark-log.md, "Topologies"). A PL/pgSQL function caches the plans
 // of its statements in each server connection that runs it, whichever client calls it: so each
 // hot statement (a prepared query, db/prepared.ts) gets a function whose body is its text, and
 // is then sent as `select * from <function>(<values>)`: a short text, planned in a few µs.
@@ -16,6 +16,8 @@
 // result the function cannot declare), the statement goes out as text, as before.
 import { createHash } from 'node:crypto';
 import type { Sql } from 'postgres';
+import type { ConnectionTarget } from './connection-target.js';
+import { singleUseClient, type Dial, type DriverOptions } from './driver-client.js';
 import { literal } from './inline-parameters.js';
 
 /** The prefix of every statement function's name. */
@@ -99,4 +101,85 @@ export function callText(name: string, parameters: readonly unknown[]): string {
   let args = '';
   for (let i = 0; i < parameters.length; i++) args += (i === 0 ? '' : ',') + literal(parameters[i]);
   return `select * from ${name}(${args})`;
+}
+
+/** A statement failed because the function it called was dropped under the running service. */
+export function isMissingFunction(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === '42883' && typeof message === 'string' && message.includes(FUNCTION_PREFIX);
+}
+
+/** How long making one statement function may take before the statement stays text for now. */
+const MAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * The functions of one pool's hot statements, by the statement's text: its name; null while it
+ * is being made, or when it cannot be one. Made one after another, each on a connection of its
+ * own to the host the pool uses: a statement's description (Parse, Describe) pipelined among another
+ * client's simple queries leaves PgBouncer 1.18 with answers for a server connection it has
+ * already unlinked, and the client waiting.
+ */
+export class StatementFunctions {
+  readonly #functions = new Map<string, string | null>();
+  #making: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly target: ConnectionTarget,
+    private readonly driverOptions: DriverOptions,
+    private readonly dial: Dial | undefined,
+    /** The host the pool uses now, by its index; undefined once the pool has ended. */
+    private readonly host: () => number | undefined,
+  ) {}
+
+  /** A client of its own for making them (undefined once the pool has ended). */
+  #connect(): Sql | undefined {
+    const index = this.host();
+    const endpoint = index === undefined ? undefined : (this.target.endpoints[index] ?? this.target.endpoints[0]);
+    if (endpoint === undefined) return undefined;
+    const own = { ...this.driverOptions, prepare: false, idle_timeout: 1, onclose: undefined };
+    return singleUseClient(this.target.driverUrl, endpoint, own, { dial: this.dial, onDeath: () => {} });
+  }
+
+  /** The function to call for `text`: its name, or undefined while it goes out as text. */
+  nameOf(text: string): string | null | undefined {
+    return this.#functions.get(text);
+  }
+
+  /** `text` is a hot statement: its function is made in the background. */
+  hot(text: string): void {
+    if (this.#functions.has(text)) return;
+    this.#functions.set(text, null);
+    this.#making = this.#making.then(async () => {
+      const sql = this.#connect();
+      if (sql === undefined) return void this.#functions.delete(text);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const name = await Promise.race([
+          makeStatementFunction(sql, text),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error('statement function: no answer')), MAKE_TIMEOUT_MS).unref();
+          }),
+        ]);
+        if (name !== undefined && this.#functions.has(text)) this.#functions.set(text, name);
+      } catch {
+        // The server could not be reached: tried again the next time the statement runs.
+        this.#functions.delete(text);
+      } finally {
+        clearTimeout(timer);
+        await sql.end({ timeout: 0 }).catch(() => {});
+      }
+    });
+  }
+
+  /** `text`'s function was dropped: the statement goes as text, and a new one is made. */
+  forget(text: string): void {
+    this.#functions.delete(text);
+  }
+
+  /** How many hot statements go out as calls of their function, and how many as text. */
+  counts(): { calls: number; texts: number } {
+    let calls = 0;
+    for (const name of this.#functions.values()) if (name !== null) calls++;
+    return { calls, texts: this.#functions.size - calls };
+  }
 }

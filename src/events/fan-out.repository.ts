@@ -53,9 +53,8 @@ export interface NewDeliveries {
  * claimed by the writing process for that long, as the dispatcher's claim would (`attempts` 1,
  * leased), so that its dispatcher sends it after the commit without a claim statement; a killed
  * instance's lease lapses like a claimed one's. (A look for earlier deliveries of the subject in
- * this statement, so as to lease later events too, was tried: in `npm run bench -- --webhooks`
- * a subscription then cost PostgreSQL +520–690 µs an order, against none of that for a server
- * started afterwards on the same grown table: a plan made while the table was small.)
+ * this statement, so as to lease later events too, was left out: its plan, made while the table
+ * was small, stayed costly once the table grew (docs/benchmark-log.md, the webhooks runs).)
  */
 export function fanOut(events: string, { leaseMs }: FanOut): RawBuilder<unknown> {
   return sql`

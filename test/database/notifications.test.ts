@@ -34,6 +34,28 @@ async function frontOfPostgres(): Promise<{ url: string; down: () => Promise<voi
   return { url: await up(), down: () => closeFront(server!, sockets), up };
 }
 
+/**
+ * A forwarder that lets each session open (startup, authentication) and then never answers: the
+ * first statement a client sends, and everything after it, goes nowhere; the socket stays open.
+ */
+async function silentAfterStartup(): Promise<{ url: string; close: () => Promise<void> }> {
+  const target = new URL(url!);
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = upstreamFor(client, target, sockets);
+    let silent = false;
+    upstream.on('data', (chunk: Buffer) => {
+      if (!silent) client.write(chunk);
+    });
+    client.on('data', (chunk: Buffer) => {
+      // A simple query ('Q'), or an extended one's Parse ('P'): the session is open.
+      if (chunk[0] === 0x51 || chunk[0] === 0x50) silent = true;
+      if (!silent) upstream.write(chunk);
+    });
+  });
+  return { url: await listening(server, target), close: () => closeFront(server, sockets) };
+}
+
 function databaseAt(directUrl: string): Config['database'] {
   return { kind: 'postgres', url: directUrl, directUrl } as Config['database'];
 }
@@ -70,6 +92,30 @@ describe.runIf(engine === 'postgres' && url !== undefined)('LISTEN between insta
       await notifications.end();
       await other.end({ timeout: 1 });
       await front.down().catch(() => {});
+    }
+  }, 20_000);
+
+  // Start-up waits for listen(): a session whose first statement is never answered must not hold
+  // it (the pool's opening has the same deadline: src/db/session.ts).
+  it('gives up on a session that opens and then never answers, within the connect time-out, and says so', async () => {
+    const front = await silentAfterStartup();
+    const warnings: string[] = [];
+    const notifications = notificationsOf(databaseAt(front.url), channel, {
+      warn: (_fields: object, message: string) => void warnings.push(message),
+    })!;
+    try {
+      const started = performance.now();
+      const listened = await Promise.race([
+        notifications.listen(() => {}).then(() => 'returned'),
+        new Promise((resolve) => setTimeout(resolve, 10_000, 'still waiting after 10 s')),
+      ]);
+      expect(listened).toBe('returned');
+      // connect_timeout (5 s) and a second.
+      expect(performance.now() - started).toBeLessThan(7000);
+      expect(warnings).toEqual([expect.stringContaining('no connection yet')]);
+    } finally {
+      await notifications.end();
+      await front.close();
     }
   }, 20_000);
 

@@ -34,4 +34,29 @@ describe.runIf(engine === 'postgres')('readiness while the pool is busy', async 
     await slow;
     expect((await ready()).status).toBe(200);
   });
+
+  it('exports what it last answered and how often that changed (health_ready, health_ready_changes_total)', async () => {
+    const scrape = async () => {
+      const text = await app.metrics.metrics();
+      return {
+        ready: Number(/^health_ready (\S+)$/m.exec(text)?.[1]),
+        changes: Number(/^health_ready_changes_total (\S+)$/m.exec(text)?.[1]),
+      };
+    };
+    expect((await ready()).status).toBe(200);
+    const before = await scrape();
+
+    const slow = sql`select pg_sleep(4)`.execute(app.db);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await ready()).status).toBe(503);
+    const down = await scrape();
+    await slow;
+    expect((await ready()).status).toBe(200);
+    expect((await ready()).status).toBe(200);
+    const after = await scrape();
+
+    expect(before.ready).toBe(1);
+    expect(down).toEqual({ ready: 0, changes: before.changes + 1 });
+    expect(after).toEqual({ ready: 1, changes: before.changes + 2 });
+  });
 });
