@@ -10,10 +10,11 @@ import reencryption from './crypto/reencrypt.js';
 import type { Database } from './db/database.js';
 import auth, { type AuthOptions } from './http/auth/auth.js';
 import contentNegotiation from './http/versioning/content-negotiation.js';
-import cors from './http/cors.js';
+import cors, { CorsRules } from './http/cors.js';
 import idempotency from './http/idempotency/idempotency.js';
 import requestDatabase from './http/database/request-db.js';
 import readReplicas from './http/database/read-replicas.js';
+import poolMetrics from './http/database/pool-metrics.js';
 import type { ReplicaSet } from './db/replicas.js';
 import eventRetention from './events/retention.js';
 import { eventHub, type EventStreamOptions } from './events/events.routes.js';
@@ -32,7 +33,7 @@ import timeouts from './http/timeouts.js';
 import requestContext, { genReqId, REQUEST_ID_LOG_LABEL } from './http/request-context.js';
 import { RouteTable } from './http/route-table.js';
 import httpSpans from './tracing/http-spans.js';
-import { createMailer, type Mailer, type MailerOptions } from './mail/mailer.js';
+import { createMailer, developmentMailFile, type Mailer, type MailerOptions } from './mail/mailer.js';
 import { createValidatorCompiler } from './http/validation.js';
 import versioning, { versionRewriter } from './http/versioning/versioning.js';
 import productRoutes from './products/products.routes.js';
@@ -72,6 +73,8 @@ export interface BuildAppOptions {
   eventStream?: EventStreamOptions;
   /** Read replicas (DATABASE_REPLICA_URLS): GETs read there, with read-your-writes. */
   replicas?: ReplicaSet | undefined;
+  /** How many log lines stdout did not take (log_lines_dropped_total); none when not given. */
+  logLinesDropped?: () => number;
   /** The mailer's retry waits and time-out (tests shorten them). */
   mail?: Pick<MailerOptions, 'retryDelaysMs' | 'timeoutMs'>;
 }
@@ -89,12 +92,14 @@ export async function buildApp({
   eventStream = {},
   mail = {},
   replicas,
+  logLinesDropped = () => 0,
 }: BuildAppOptions): Promise<FastifyInstance> {
   const shedLog = new ShedLog();
+  const corsRules = new CorsRules(config.corsAllowedOrigins);
   const admission = new Admission({
     ...config.overload,
     errorTypeBase: config.errorTypeBase,
-    corsAllowedOrigins: config.corsAllowedOrigins,
+    cors: corsRules,
     onShed: shedLog.shed,
   });
   const app = Fastify({
@@ -103,6 +108,7 @@ export async function buildApp({
     // (Fastify sets a server's time-outs only when it makes the server: they are set here.)
     serverFactory: (handler) => {
       const server = createServer(admission.wrap(handler));
+      admission.watch(server);
       server.keepAliveTimeout = config.timeouts.keepAliveMs;
       server.requestTimeout = config.timeouts.requestMs;
       return server;
@@ -149,7 +155,12 @@ export async function buildApp({
     config.encryption.previousKey === undefined ? undefined : parseEncryptionKey(config.encryption.previousKey);
   app.decorate('encryption', new Encryption(key, previousKey));
   const mailer = createMailer(
-    { smtpUrl: config.mail.smtpUrl, from: config.mail.from, printWithoutSmtp: config.env === 'development', ...mail },
+    {
+      smtpUrl: config.mail.smtpUrl,
+      from: config.mail.from,
+      fileWithoutSmtp: config.env === 'development' ? developmentMailFile(config.dataDir) : undefined,
+      ...mail,
+    },
     app.log,
   );
   app.decorate('mailer', mailer);
@@ -160,9 +171,9 @@ export async function buildApp({
   const routes = new RouteTable();
   await app.register(httpSpans); // first, so that every hook after it runs in the request's trace
   await app.register(requestContext);
-  await app.register(metrics);
+  await app.register(metrics, { admission, logLinesDropped });
   await app.register(overload, { admission, shedLog, eventLoopDelayMs: config.overload.eventLoopDelayMs });
-  await app.register(cors, { routes });
+  await app.register(cors, { routes, rules: corsRules });
   await app.register(auth, authOptions);
   await app.register(rateLimit);
   await app.register(problems, { routes });
@@ -172,6 +183,7 @@ export async function buildApp({
   await app.register(openapi, { extend: [addWebhooks] });
   await app.register(requestDatabase);
   await app.register(idempotency);
+  await app.register(poolMetrics, { replicas });
   if (replicas !== undefined) await app.register(readReplicas, { replicas });
   await app.register(eventRetention);
   await app.register(reencryption);

@@ -2,8 +2,8 @@
 // SIGTERM/SIGINT (docs/configuration.md): stop accepting, let in-flight requests finish, close idle
 // keep-alive sockets, close the pool, exit 0; exit 1 if that takes longer than the deadline.
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import closeWithGrace from 'close-with-grace';
-import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { tokenCommand, withDevelopmentSecret } from './auth/dev-secret.js';
 import { ConfigError, loadConfig, type Config } from './config/config.js';
@@ -13,7 +13,7 @@ import { prepareDatabase } from './db/migrate.js';
 import { createReplicaSet } from './db/replicas.js';
 import { warmUp } from './db/prepared.js';
 import { startMetricsServer } from './http/metrics.js';
-import { logDestination } from './log-destination.js';
+import { createLogger } from './logger.js';
 import { startTracing, type Tracing } from './tracing/tracing.js';
 
 /** The service's version, as its traces name it: package.json's, from src/ or from dist/src/. */
@@ -28,24 +28,6 @@ function packageVersion(): string {
   return 'unknown';
 }
 const VERSION = packageVersion();
-
-export function createLogger(config: Config): Logger {
-  const options = {
-    level: config.logLevel,
-    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-  };
-  if (config.logFormat === 'pretty') {
-    return pino({
-      ...options,
-      transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
-    });
-  }
-  // Asynchronous, buffered writes: the lines of one event-loop turn are joined, and batches wait
-  // until 48 KiB have gathered or 100 ms have passed, then go out in one write(2); a busy process
-  // makes one write per batch, not one per request (see docs/benchmark-log.md). What is buffered is
-  // flushed when the process exits; a kill -9 loses at most the last 100 ms.
-  return pino(options, logDestination());
-}
 
 async function main(): Promise<void> {
   const startedAt = performance.now();
@@ -67,7 +49,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);
   }
-  const logger = createLogger(config);
+  const { logger, droppedLines } = createLogger(config);
   // A failed export (the collector down or refusing) is told in the service's log, not lost.
   tracing?.logTo((fields, message) => logger.warn(fields, message));
   const dev = await withDevelopmentSecret(config);
@@ -79,14 +61,38 @@ async function main(): Promise<void> {
     );
   }
 
-  const { db, engine, pool } = await createDatabase(config.database);
+  if (config.env === 'production' && config.database.kind === 'pglite') {
+    // Fine for a demo (docs/deployment.md), not for production load: said once, at start.
+    const how =
+      config.database.dataDir === undefined
+        ? 'with DATABASE_URL=memory://: running on the embedded engine (PGlite in this process, in memory, lost at exit)'
+        : `without DATABASE_URL: running on the embedded engine (PGlite in this process, persisted under DATA_DIR ${config.dataDir})`;
+    logger.warn(
+      { engine: 'pglite', dataDir: config.database.dataDir ?? null },
+      `NODE_ENV=production ${how}: fine for a demo, not for production load; set DATABASE_URL to a PostgreSQL server`,
+    );
+  }
+  // Said before it is done, and written at once: opening a new embedded database and migrating
+  // it keep the process busy for seconds, during which a buffered line would wait.
+  logger.info(
+    config.database.kind === 'pglite'
+      ? {
+          engine: 'pglite',
+          dataDir: config.database.dataDir === undefined ? 'memory' : resolve(config.database.dataDir),
+        }
+      : { engine: 'postgres' },
+    'opening the database and applying pending migrations',
+  );
+  logger.flush();
+  const { db, engine, pool, saveImage } = await createDatabase(config.database);
   const applied = await prepareDatabase(config.database, db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+  await saveImage?.(); // before anything is written: the next new database starts from it
   const replicas = createReplicaSet(config.database, db, pool, {
     onDown: (replica, error) =>
       logger.warn({ replica: replica.name, err: error }, 'read replica unavailable: its reads go to the primary'),
   });
-  const app = await buildApp({ config, db, logger, replicas });
+  const app = await buildApp({ config, db, logger, replicas, logLinesDropped: droppedLines });
   // Every connection opened and its hot statements run, before the port opens (prepared.ts).
   const warmUpStarted = performance.now();
   await warmUp(db);

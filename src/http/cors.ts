@@ -124,25 +124,64 @@ export function appendVary(reply: FastifyReply, ...fields: string[]): void {
   reply.header('vary', list.join(', '));
 }
 
-async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): Promise<void> {
-  // Each policy's decision per Origin value is kept: a service sees few origins, and checking
-  // one normalizes it with a regular expression. Bounded: a flood of made-up origins only
-  // empties the memo.
-  const policies = corsPolicies(app.config.corsAllowedOrigins).map((policy) => {
-    const decided = new Map<string, boolean>();
-    const allowsOrigin = (origin: string): boolean => {
-      let allowed = decided.get(origin);
-      if (allowed === undefined) {
-        allowed = policy.allowsOrigin(origin);
-        if (decided.size >= 1000) decided.clear();
-        decided.set(origin, allowed);
-      }
-      return allowed;
-    };
-    return { ...policy, allowsOrigin, root: policy.prefix.slice(0, -1), exposed: policy.exposedHeaders.join(', ') };
-  });
-  // `/api/public` and everything under `/api/public/` fall under the `/api/public/` policy.
-  const policyFor = (path: string) => policies.find((p) => path.startsWith(p.prefix) || path === p.root);
+/** A policy with its decisions kept per Origin value, and what its answers carry. */
+export interface CompiledPolicy extends CorsPolicy {
+  readonly root: string;
+  readonly exposed: string;
+}
+
+/**
+ * The policies of a configuration, compiled once: one implementation of the policy for every
+ * answer, Fastify's (the hook below) and the refusals written before Fastify
+ * (overload/admission.ts).
+ */
+export class CorsRules {
+  readonly #policies: CompiledPolicy[];
+
+  constructor(allowedOrigins: readonly string[]) {
+    // Each policy's decision per Origin value is kept: a service sees few origins, and checking
+    // one normalizes it with a regular expression. Bounded: a flood of made-up origins only
+    // empties the memo.
+    this.#policies = corsPolicies(allowedOrigins).map((policy) => {
+      const decided = new Map<string, boolean>();
+      const allowsOrigin = (origin: string): boolean => {
+        let allowed = decided.get(origin);
+        if (allowed === undefined) {
+          allowed = policy.allowsOrigin(origin);
+          if (decided.size >= 1000) decided.clear();
+          decided.set(origin, allowed);
+        }
+        return allowed;
+      };
+      return { ...policy, allowsOrigin, root: policy.prefix.slice(0, -1), exposed: policy.exposedHeaders.join(', ') };
+    });
+  }
+
+  /** `/api/public` and everything under `/api/public/` fall under the `/api/public/` policy. */
+  policyFor(path: string): CompiledPolicy | undefined {
+    return this.#policies.find((p) => path.startsWith(p.prefix) || path === p.root);
+  }
+
+  /**
+   * The CORS headers of an answer that is not a preflight, under `policy`: the origin echoed
+   * (with credentials where the policy allows them) when the policy admits it and the method.
+   */
+  static simpleHeaders(
+    policy: CompiledPolicy,
+    method: string,
+    origin: string | undefined,
+    set: (name: string, value: string) => void,
+  ): void {
+    const m = method === 'HEAD' ? 'GET' : method;
+    if (origin === undefined || !policy.allowsOrigin(origin) || !policy.methods.includes(m)) return;
+    set('access-control-allow-origin', origin);
+    if (policy.credentials) set('access-control-allow-credentials', 'true');
+    set('access-control-expose-headers', policy.exposed);
+  }
+}
+
+async function cors(app: FastifyInstance, { routes, rules }: { routes: RouteTable; rules: CorsRules }): Promise<void> {
+  const policyFor = (path: string) => rules.policyFor(path);
 
   app.addHook('onRequest', (request, reply, done) => {
     const path = requestPath(request);
@@ -176,12 +215,9 @@ async function cors(app: FastifyInstance, { routes }: { routes: RouteTable }): P
       return;
     }
 
-    const method = request.method === 'HEAD' ? 'GET' : request.method;
-    if (origin !== undefined && policy.allowsOrigin(origin) && policy.methods.includes(method)) {
-      reply.header('access-control-allow-origin', origin);
-      if (policy.credentials) reply.header('access-control-allow-credentials', 'true');
-      reply.header('access-control-expose-headers', policy.exposed);
-    }
+    CorsRules.simpleHeaders(policy, request.method, origin, (name, value) => {
+      reply.header(name, value);
+    });
     done();
   });
 

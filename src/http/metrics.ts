@@ -1,10 +1,12 @@
-// Prometheus metrics (docs/operations.md#running-several-instances): request counts and latencies by route template, and the
-// process's own; served by a separate listener on METRICS_PORT, so the API port keeps its
-// rule that everything outside /api/public/** needs a token.
+// Prometheus metrics (docs/operations.md#metrics): request counts and latencies by route template
+// (the requests refused at admission among them, as route `unrouted`), and the process's own;
+// served by a separate listener on METRICS_PORT, so the API port keeps its rule that everything
+// outside /api/public/** needs a token.
 import { createServer, type Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import type { Admission } from './overload/admission.js';
 import { routeOptionsOf } from './request-context.js';
 
 declare module 'fastify' {
@@ -94,12 +96,35 @@ class RequestMetrics {
   };
 }
 
-async function metrics(app: FastifyInstance): Promise<void> {
+/** The route label of a request refused at admission, before the router saw it. */
+export const UNROUTED = 'unrouted';
+
+export interface MetricsOptions {
+  admission?: Admission;
+  /** Log lines dropped so far because stdout did not take them (log-destination.ts). */
+  logLinesDropped?: () => number;
+}
+
+async function metrics(
+  app: FastifyInstance,
+  { admission, logLinesDropped = () => 0 }: MetricsOptions = {},
+): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requests = new RequestMetrics();
   registry.registerMetric(requests.counter as unknown as Metric);
   registry.registerMetric(requests.histogram as unknown as Metric);
+  let counted = 0;
+  new Counter({
+    name: 'log_lines_dropped_total',
+    help: 'Log lines dropped because standard output did not take them in time (docs/operations.md#logs)',
+    registers: [registry],
+    collect() {
+      const dropped = logLinesDropped();
+      this.inc(Math.max(0, dropped - counted));
+      counted = dropped;
+    },
+  });
   app.decorate('metrics', registry);
   app.addHook('onResponse', (request, reply, done) => {
     // The route template, never the raw URL: ids would make the label set unbounded.
@@ -111,6 +136,8 @@ async function metrics(app: FastifyInstance): Promise<void> {
     );
     done();
   });
+  // Refused before Fastify (admission.ts): an answer of the port all the same, a 503.
+  if (admission !== undefined) admission.refused = (method, seconds) => requests.record(method, UNROUTED, 503, seconds);
 }
 
 export default fp(metrics, { name: 'metrics' });

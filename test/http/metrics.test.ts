@@ -70,3 +70,21 @@ describe('GET /metrics on METRICS_PORT', () => {
     expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
   });
 });
+
+describe('log_lines_dropped_total', () => {
+  it('counts the log lines that standard output did not take (docs/operations.md#logs)', async () => {
+    let dropped = 0;
+    const { app: counting } = await buildTestApp({}, { logLinesDropped: () => dropped });
+    const series = async () =>
+      /^log_lines_dropped_total (\d+)$/m.exec(await counting.metrics.metrics())?.[1] ?? 'absent';
+
+    const before = await series();
+    dropped = 7;
+    const after = await series();
+    dropped = 9;
+    const later = await series();
+
+    expect([before, after, later]).toEqual(['0', '7', '9']);
+    expect(await counting.metrics.metrics()).toContain('# TYPE log_lines_dropped_total counter');
+  });
+});

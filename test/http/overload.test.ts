@@ -1,132 +1,335 @@
-// Overload protection (docs/operations.md#overload), over a real socket: admission happens in
-// node:http's listener, before Fastify. A request whose body has not come yet holds its place in
-// flight, so a limit of one is full while it waits.
+// Overload protection (docs/operations.md#overload), over real sockets: admission happens in
+// node:http's listener, before Fastify. A request over the concurrency limit waits in the
+// admission queue and is refused only once it could no longer be answered within the latency
+// budget. A test route that answers when the test says holds a place for as long as a test needs.
 import { connect, type Socket } from 'node:net';
+import type { FastifyPluginAsync } from 'fastify';
+import fp from 'fastify-plugin';
 import { describe, expect, it } from 'vitest';
+import { closedLoop } from '../../bench/lib/closed-loop.js';
 import { ADMIN } from '../support/tokens.js';
 import { buildTestApp, engine } from '../support/test-app.js';
 import { until } from '../support/until.js';
 
-const { app, logs } = await buildTestApp({ CONCURRENCY_LIMIT_MIN: '1', CONCURRENCY_LIMIT_MAX: '1' });
-const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
-
-/** A POST whose headers are sent and whose body is not, until `finish`. */
-async function heldRequest(): Promise<{ finish: () => Promise<string> }> {
-  const socket: Socket = connect(Number(address.port), address.hostname);
-  await new Promise((resolve) => socket.once('connect', resolve));
-  const body = JSON.stringify({
-    name: 'Held',
-    email: `held-${Date.now()}@example.com`,
-    password: 'correct horse battery',
+/** GET /api/v1/test-held: answers once `releaseHeld()` is called. */
+const waiting: (() => void)[] = [];
+const releaseHeld = () => {
+  for (const resolve of waiting.splice(0)) resolve();
+};
+const held: FastifyPluginAsync = fp(async (app) => {
+  app.get('/api/v1/test-held', { config: { scope: 'users:read' }, schema: { hide: true } }, async (_request, reply) => {
+    await new Promise<void>((resolve) => waiting.push(resolve));
+    return reply.header('content-type', 'application/json').send('{"held":true}');
   });
-  socket.write(
-    `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: ${ADMIN}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
-  );
-  let answer = '';
-  socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
-  await until('the held request admitted', () => app.admission.inflight === 1, 2000);
-  return {
-    finish: async () => {
-      socket.write(body);
-      await until('an answer', () => answer.includes('\r\n\r\n'), 5000);
-      socket.destroy();
-      return answer;
-    },
-  };
+});
+
+const ORIGIN = 'https://app.example.com';
+const tight = await buildTestApp(
+  { CONCURRENCY_LIMIT_MIN: '1', CONCURRENCY_LIMIT_MAX: '1', LATENCY_BUDGET_MS: '200', CORS_ALLOWED_ORIGINS: ORIGIN },
+  { plugins: [held] },
+);
+const tightAt = new URL(await tight.app.listen({ port: 0, host: '127.0.0.1' }));
+
+const get = (at: URL, path: string, headers: Record<string, string> = {}) =>
+  fetch(new URL(path, at), { headers: { authorization: ADMIN, ...headers } });
+
+/** Holds a place of the instance's with a request that answers when released (`.answer`). */
+async function holdThePlace(app: typeof tight.app, at: URL): Promise<{ answer: Promise<Response> }> {
+  const answer = get(at, '/api/v1/test-held');
+  const before = app.admission.inflight;
+  await until('the held request started', () => app.admission.inflight === before + 1, 2000);
+  return { answer };
 }
 
-const get = (path: string, headers: Record<string, string> = {}) =>
-  fetch(new URL(path, address), { headers: { authorization: ADMIN, ...headers } });
+const timed = async (request: Promise<Response>) => {
+  const started = performance.now();
+  const response = await request;
+  await response.arrayBuffer();
+  return { response, ms: performance.now() - started };
+};
 
-describe('admission under the concurrency limit', () => {
-  it('refuses a request over the limit at once with a 503 problem and Retry-After; probes still answer', async () => {
-    const held = await heldRequest();
+describe('a request over the concurrency limit', () => {
+  it('is refused once it has waited what the budget allows, with a 503 problem, Retry-After and the CORS of its path', async () => {
+    await until('the queue calm', () => !tight.app.admission.queue.overloaded, 2000);
+    const { answer: holding } = await holdThePlace(tight.app, tightAt);
     try {
-      const refused = await get('/api/v1/users?page=1&size=5', { origin: 'http://localhost:3000' });
+      const first = await timed(get(tightAt, '/api/v1/users?page=1&size=5', { origin: ORIGIN }));
+      // At least 40% of the budget (200 ms) in the queue: the allowance.
+      expect(first.ms).toBeGreaterThanOrEqual(75);
+      const refused = first.response;
       expect(refused.status).toBe(503);
       const retryAfter = Number(refused.headers.get('retry-after'));
       expect(retryAfter).toBeGreaterThanOrEqual(1);
       expect(retryAfter).toBeLessThanOrEqual(5);
       expect(refused.headers.get('content-type')).toBe('application/problem+json');
       expect(refused.headers.get('cache-control')).toBe('no-store');
-      expect(await refused.json()).toEqual({
-        type: `${app.config.errorTypeBase}/overloaded`,
+      expect(refused.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+      expect(refused.headers.get('access-control-allow-credentials')).toBe('true');
+      expect(refused.headers.get('vary')).toBe('Origin');
+      const again = await get(tightAt, '/api/v1/users?page=1&size=5');
+      expect(await again.json()).toEqual({
+        type: `${tight.config.errorTypeBase}/overloaded`,
         title: 'Service Unavailable',
         status: 503,
         detail: 'The service is overloaded and did not start this request. Retry later.',
         instance: '/api/v1/users',
       });
+      // The public policy on a public path: any origin, no credentials.
+      const other = 'https://elsewhere.example.net';
+      const publicRefused = await get(tightAt, '/api/public/openapi.json', { origin: other });
+      expect(publicRefused.status).toBe(503);
+      expect(publicRefused.headers.get('access-control-allow-origin')).toBe(other);
+      expect(publicRefused.headers.get('access-control-allow-credentials')).toBeNull();
+      // An origin the API's policy does not allow gets no CORS header.
+      const foreign = await get(tightAt, '/api/v1/users?page=1&size=5', { origin: other });
+      expect(foreign.status).toBe(503);
+      expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
       // The probes are never refused, nor counted.
-      expect((await get('/api/public/health/live')).status).toBe(200);
-      expect((await get('/api/public/health/ready')).status).toBe(200);
-      expect(app.admission.inflight).toBe(1);
+      expect((await get(tightAt, '/api/public/health/live')).status).toBe(200);
+      expect((await get(tightAt, '/api/public/health/ready')).status).toBe(200);
+      expect(tight.app.admission.inflight).toBe(1);
     } finally {
-      expect(await held.finish()).toMatch(/^HTTP\/1\.1 201 /);
+      releaseHeld();
+      expect((await holding).status).toBe(200);
     }
-    // The place is free again.
-    expect((await get('/api/v1/users?page=1&size=5')).status).toBe(200);
+    expect((await get(tightAt, '/api/v1/users?page=1&size=5')).status).toBe(200);
+  });
+
+  it('is refused at once while the queue stands past the budget (a standing queue, newest first)', async () => {
+    const { answer: holding } = await holdThePlace(tight.app, tightAt);
+    try {
+      expect((await timed(get(tightAt, '/api/v1/users?page=1&size=5'))).response.status).toBe(503);
+      expect(tight.app.admission.queue.overloaded).toBe(true);
+      for (let i = 0; i < 5; i++) {
+        const { response, ms } = await timed(get(tightAt, '/api/v1/users?page=1&size=5'));
+        expect(response.status).toBe(503);
+        expect(ms).toBeLessThan(75);
+      }
+    } finally {
+      releaseHeld();
+      await holding;
+    }
+  });
+
+  it('closes the connection of a refused request whose body it did not read', async () => {
+    const { answer: holding } = await holdThePlace(tight.app, tightAt);
+    const socket: Socket = connect(Number(tightAt.port), tightAt.hostname);
+    try {
+      await new Promise((resolve) => socket.once('connect', resolve));
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      socket.write(
+        `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: ${ADMIN}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n`,
+      );
+      await closed;
+      expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answer.toLowerCase()).toContain('\r\nconnection: close\r\n');
+    } finally {
+      socket.destroy();
+      releaseHeld();
+      await holding;
+    }
   });
 
   it('counts what it sheds in the metrics, and logs one warning, no access line per refusal', async () => {
-    const before = logs.length;
-    const held = await heldRequest();
+    const before = tight.logs.length;
+    const { answer: holding } = await holdThePlace(tight.app, tightAt);
     try {
-      for (let i = 0; i < 5; i++) expect((await get('/api/v1/users?page=1&size=5')).status).toBe(503);
+      for (let i = 0; i < 5; i++) expect((await get(tightAt, '/api/v1/users?page=2&size=5')).status).toBe(503);
     } finally {
-      await held.finish();
+      releaseHeld();
+      await holding;
     }
-    const metrics = await app.metrics.metrics();
+    const metrics = await tight.app.metrics.metrics();
     expect(metrics).toMatch(/^http_concurrency_limit 1$/m);
     expect(metrics).toMatch(/^http_requests_in_flight 0$/m);
+    expect(metrics).toMatch(/^http_requests_queued 0$/m);
     const shed = /^http_requests_shed_total\{reason="limit"\} (\d+)$/m.exec(metrics);
     expect(Number(shed?.[1])).toBeGreaterThanOrEqual(5);
-    const written = logs.slice(before);
-    // No line for a refused request; at most one warning (it repeats at most every 10 s).
-    expect(written.filter((l) => l.url === '/api/v1/users?page=1&size=5' && l.statusCode === 503)).toEqual([]);
+    // Answers of the port all the same, counted as such (the availability objective counts them).
+    const answered = [
+      ...metrics.matchAll(/^http_requests_total\{method="\w+",route="unrouted",status_code="503"\} (\d+)$/gm),
+    ];
+    expect(answered.reduce((n, m) => n + Number(m[1]), 0)).toBe(Number(shed?.[1]));
+    expect(metrics).toMatch(
+      /^http_request_duration_seconds_count\{method="GET",route="unrouted",status_code="503"\} \d+$/m,
+    );
+    const written = tight.logs.slice(before);
+    expect(written.filter((l) => l.url === '/api/v1/users?page=2&size=5' && l.statusCode === 503)).toEqual([]);
     expect(written.filter((l) => l.level === 40 && String(l.msg).startsWith('overloaded')).length).toBeLessThanOrEqual(
       1,
     );
   });
+});
 
-  it('says not ready while a request has been in flight longer than it can answer in time; live stays 200', async () => {
-    const held = await heldRequest();
+// Two places and a budget of seconds: a crowd queues rather than being refused.
+const roomy = await buildTestApp(
+  { CONCURRENCY_LIMIT_MIN: '2', CONCURRENCY_LIMIT_MAX: '2', LATENCY_BUDGET_MS: '5000' },
+  { plugins: [held] },
+);
+const roomyAt = new URL(await roomy.app.listen({ port: 0, host: '127.0.0.1' }));
+
+describe('a crowd that the instance answers within the budget', () => {
+  it('waits for a place, and is answered when one frees within the budget', async () => {
+    const { answer: first } = await holdThePlace(roomy.app, roomyAt);
+    const { answer: second } = await holdThePlace(roomy.app, roomyAt);
+    const waiting = get(roomyAt, '/api/v1/users?page=1&size=5');
+    await until('the request queued', () => roomy.app.admission.queue.length === 1, 1000);
+    expect(await roomy.app.metrics.metrics()).toMatch(/^http_requests_queued 1$/m);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    releaseHeld();
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+    expect((await waiting).status).toBe(200);
+    expect(roomy.app.admission.queue.length).toBe(0);
+  });
+
+  it('is never refused, however many over the limit it is', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => get(roomyAt, `/api/v1/users?page=${i}&size=5`)),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 40 }, () => 200));
+    await Promise.all(answers.map((a) => a.arrayBuffer()));
+  });
+});
+
+describe('readiness and the service time', () => {
+  it('says not ready while a request has run longer than it can answer in time; live stays 200', async () => {
+    const { answer: holding } = await holdThePlace(roomy.app, roomyAt);
     try {
       await new Promise((resolve) => setTimeout(resolve, 2300));
-      const ready = await get('/api/public/health/ready');
+      const ready = await get(roomyAt, '/api/public/health/ready');
       expect(ready.status).toBe(503);
       expect(ready.headers.get('retry-after')).not.toBeNull();
       expect((await ready.json()) as { type: string }).toMatchObject({
-        type: `${app.config.errorTypeBase}/overloaded`,
+        type: `${roomy.config.errorTypeBase}/overloaded`,
       });
-      expect((await get('/api/public/health/live')).status).toBe(200);
+      expect((await get(roomyAt, '/api/public/health/live')).status).toBe(200);
     } finally {
-      await held.finish();
+      releaseHeld();
+      await holding;
     }
-    expect((await get('/api/public/health/ready')).status).toBe(200);
+    expect((await get(roomyAt, '/api/public/health/ready')).status).toBe(200);
+  });
+
+  it('counts a request from its complete body: a client that sends its body slowly steers neither readiness nor the limit', async () => {
+    const paced = await buildTestApp({ LATENCY_BUDGET_MS: '5000' });
+    const roomyAt = new URL(await paced.app.listen({ port: 0, host: '127.0.0.1' }));
+    const socket: Socket = connect(Number(roomyAt.port), roomyAt.hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    const body = JSON.stringify({
+      name: 'Slow Sender',
+      email: `slow-${Date.now()}@example.com`,
+      password: 'correct horse battery',
+    });
+    socket.write(
+      `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: ${ADMIN}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2300));
+      expect((await get(roomyAt, '/api/public/health/ready')).status).toBe(200);
+      socket.write(body.slice(10));
+      await until('the slow request answered', () => answer.includes('\r\n\r\n'), 5000);
+      expect(answer).toMatch(/^HTTP\/1\.1 201 /);
+    } finally {
+      socket.destroy();
+    }
+    // Enough answers for a window of the limit's (ten at least, over 100 ms): its p99 is of the
+    // instance's own time, not the 2.3 s the body took.
+    for (let i = 0; i < 12; i++) {
+      expect((await get(roomyAt, '/api/v1/users?page=1&size=5')).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(paced.app.admission.limiter.p99).toBeGreaterThan(0);
+    expect(paced.app.admission.limiter.p99).toBeLessThan(1000);
+  });
+});
+
+describe('a closed loop of clients that send again at once', () => {
+  it('is served at least as well as without protection, its refusals bounded by the clients over the budget', async () => {
+    // Four places, a budget of 100 ms: 24 clients sending again as soon as answered, Retry-After
+    // ignored. Refused requests wait out their allowance first, so a refusal cannot come back
+    // faster than that; without protection every request is served, in turn.
+    const storm = await buildTestApp({
+      CONCURRENCY_LIMIT_MIN: '4',
+      CONCURRENCY_LIMIT_MAX: '4',
+      LATENCY_BUDGET_MS: '100',
+      DATABASE_POOL_SIZE: '2',
+    });
+    // The same two connections to PostgreSQL for both, so that the comparison is of the
+    // refusals, not of the database's parallelism. Each warmed first, then alternate rounds
+    // (a moment of a busy host falls on one side of the comparison only as often as the other).
+    const open = await buildTestApp({ OVERLOAD_PROTECTION: 'false', DATABASE_POOL_SIZE: '2' });
+    const ports = await Promise.all(
+      [open.app, storm.app].map(async (app) => Number(new URL(await app.listen({ port: 0, host: '127.0.0.1' })).port)),
+    );
+    const run = (port: number, clients: number, seconds: number) =>
+      closedLoop({
+        port,
+        clients,
+        seconds,
+        plan: (i) => ({ method: 'GET', path: `/api/v1/users?page=${i % 50}&size=5` }),
+        headers: { authorization: ADMIN },
+      });
+    for (const port of ports) await run(port, 2, 0.5);
+    // Statuses summed over the rounds: the unprotected instance's, the protected one's.
+    const unprotected = new Map<number, number>();
+    const protectedLoop = new Map<number, number>();
+    const round = async (into: Map<number, number>, port: number) => {
+      for (const [status, n] of (await run(port, 24, 1)).statuses) into.set(status, (into.get(status) ?? 0) + n);
+    };
+    for (let i = 0; i < 2; i++) {
+      await round(unprotected, ports[0] as number);
+      await round(protectedLoop, ports[1] as number);
+    }
+    const served = (statuses: Map<number, number>) => statuses.get(200) ?? 0;
+    expect(unprotected.get(503) ?? 0).toBe(0);
+    expect(served(protectedLoop)).toBeGreaterThanOrEqual(0.7 * served(unprotected));
+    // At most one refusal per client per 40 ms (40% of the budget, the least a request waits
+    // before it is refused in the normal regime).
+    expect(protectedLoop.get(503) ?? 0).toBeLessThanOrEqual((24 * 2000) / 40);
+  });
+});
+
+describe('a change of mix', () => {
+  it('from cheap reads to dearer pages at the same crowd is not overload: nothing is refused', async () => {
+    const mixed = await buildTestApp();
+    const at = new URL(await mixed.app.listen({ port: 0, host: '127.0.0.1' }));
+    const run = (path: (i: number) => string) =>
+      closedLoop({
+        port: Number(at.port),
+        clients: 16,
+        seconds: 1.5,
+        plan: (i) => ({ method: 'GET', path: path(i) }),
+        headers: { authorization: ADMIN },
+      });
+    const cheap = await run(() => '/api/public/problems/overloaded');
+    const dear = await run((i) => `/api/v1/users?page=${i % 5}&size=100&sort=email,desc`);
+    expect(cheap.statuses.get(503) ?? 0).toBe(0);
+    expect(dear.statuses.get(503) ?? 0).toBe(0);
+    expect(dear.statuses.get(200) ?? 0).toBeGreaterThan(0);
   });
 });
 
 describe('OVERLOAD_PROTECTION=false', () => {
   it('admits a request over the limit (and still counts it in flight)', async () => {
-    const open = await buildTestApp({
-      OVERLOAD_PROTECTION: 'false',
-      CONCURRENCY_LIMIT_MIN: '1',
-      CONCURRENCY_LIMIT_MAX: '1',
-    });
-    const at = new URL(await open.app.listen({ port: 0, host: '127.0.0.1' }));
-    const socket = connect(Number(at.port), at.hostname);
-    await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write(
-      `POST /api/v1/users HTTP/1.1\r\nHost: x\r\nAuthorization: ${ADMIN}\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n`,
+    const open = await buildTestApp(
+      { OVERLOAD_PROTECTION: 'false', CONCURRENCY_LIMIT_MIN: '1', CONCURRENCY_LIMIT_MAX: '1' },
+      { plugins: [held] },
     );
+    const at = new URL(await open.app.listen({ port: 0, host: '127.0.0.1' }));
+    const { answer: holding } = await holdThePlace(open.app, at);
     try {
-      await until('the held request admitted', () => open.app.admission.inflight === 1, 2000);
-      const answer = await fetch(new URL('/api/v1/users?page=1&size=5', at), { headers: { authorization: ADMIN } });
+      const answer = await get(at, '/api/v1/users?page=1&size=5');
       expect(answer.status).toBe(200);
       expect(open.app.admission.inflight).toBe(1);
     } finally {
-      socket.destroy();
+      releaseHeld();
+      await holding;
     }
   });
 });
@@ -138,9 +341,9 @@ describe.runIf(engine === 'postgres')('the event-loop backstop', () => {
     const lagging = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: '200' });
     const inject = (url: string) => lagging.app.inject({ method: 'GET', url, headers: { authorization: ADMIN } });
     expect((await inject('/api/v1/users?page=1&size=5')).statusCode).toBe(200);
-    // Past the start-up's grace, the loop blocked for a second and a half, twice.
+    // Past the start-up's grace, the loop blocked for a second and a half, three times.
     await new Promise((resolve) => setTimeout(resolve, 2100));
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < 3; i++) {
       const until = performance.now() + 1500;
       while (performance.now() < until);
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -158,75 +361,24 @@ describe.runIf(engine === 'postgres')('the event-loop backstop', () => {
     );
   });
 
-  it('does not refuse a steady load after one long turn of the loop, past the threshold though it was', async () => {
-    // A threshold far above what a loaded host's own turns last (a full run's parallel files): a
-    // second long turn in a row would be a true trip, and is not what this test is about.
-    const steady = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: '400' });
-    const inject = () =>
-      steady.app.inject({ method: 'GET', url: '/api/v1/users?page=1&size=5', headers: { authorization: ADMIN } });
-    await new Promise((resolve) => setTimeout(resolve, 2100));
-    for (let pause = 0; pause < 3; pause++) {
-      // Right after under-pressure's sample (its memory figures change with each), one turn of
-      // 420 ms: its next sample has no two ticks of its timer in it and reads as an infinite delay.
-      const sampled = steady.app.memoryUsage().heapUsed;
-      while (steady.app.memoryUsage().heapUsed === sampled) await new Promise((resolve) => setTimeout(resolve, 1));
-      const end = performance.now() + 420;
-      while (performance.now() < end);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-      for (let i = 0; i < 10; i++) {
-        expect((await inject()).statusCode).toBe(200);
-        await new Promise((resolve) => setTimeout(resolve, 10));
+  // One turn of the loop past the threshold (a collection, the host taking the core) makes
+  // under-pressure's next sample read as a lag past it; the backstop waits for three long turns in
+  // a row, each measured past the timer's own interval (at a threshold of 25 ms, the timer's
+  // interval alone once made every turn long).
+  it.each([25, 200])(
+    'does not refuse requests after one long turn of the loop (threshold %i ms)',
+    async (threshold) => {
+      const steady = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: String(threshold) });
+      const inject = () =>
+        steady.app.inject({ method: 'GET', url: '/api/v1/users?page=1&size=5', headers: { authorization: ADMIN } });
+      await new Promise((resolve) => setTimeout(resolve, 2100));
+      for (let pause = 0; pause < 3; pause++) {
+        const end = performance.now() + threshold * 3;
+        while (performance.now() < end);
+        for (let i = 0; i < 5; i++) expect((await inject()).statusCode).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 300));
       }
-    }
-    expect(await steady.app.metrics.metrics()).toMatch(/^http_requests_shed_total\{reason="event_loop"\} 0$/m);
-  });
-});
-
-describe.runIf(engine === 'postgres')('the adaptive limit and the event loop', () => {
-  it('admits fewer while the loop lags past half the backstop threshold, though each request is answered in time', async () => {
-    const lagging = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: '200' });
-    const at = new URL(await lagging.app.listen({ port: 0, host: '127.0.0.1' }));
-    const before = lagging.app.admission.limiter.limit;
-    // Past the start-up's grace: windows of a dozen requests, each window with a turn of the
-    // loop that lasts 150 ms (over the limit's target of 100, under the backstop's 200).
-    await new Promise((resolve) => setTimeout(resolve, 2100));
-    for (let window = 0; window < 6; window++) {
-      const answers = Array.from({ length: 12 }, () =>
-        fetch(new URL('/api/v1/users?page=1&size=5', at), { headers: { authorization: ADMIN } }),
-      );
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      const until = performance.now() + 150;
-      while (performance.now() < until);
-      for (const answer of await Promise.all(answers)) {
-        expect([200, 503]).toContain(answer.status);
-        await answer.arrayBuffer();
-      }
-    }
-    const after = lagging.app.admission.limiter.limit;
-    expect(after).toBeLessThan(before * 0.7);
-    expect(await lagging.app.metrics.metrics()).toMatch(new RegExp(`^http_concurrency_limit ${after}$`, 'm'));
-  });
-
-  it('admits as many as before after one pause of the loop among short turns', async () => {
-    const paused = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: '120' });
-    const at = new URL(await paused.app.listen({ port: 0, host: '127.0.0.1' }));
-    const before = paused.app.admission.limiter.limit;
-    await new Promise((resolve) => setTimeout(resolve, 2100));
-    // Windows of a dozen requests 12 ms apart; before the first, one turn of 80 ms (past the
-    // limit's target of 60, under the backstop's 120): a collection in a steady load.
-    for (let window = 0; window < 4; window++) {
-      const until = performance.now() + (window === 0 ? 80 : 0);
-      while (performance.now() < until);
-      const answers = [];
-      for (let i = 0; i < 12; i++) {
-        answers.push(fetch(new URL('/api/v1/users?page=1&size=5', at), { headers: { authorization: ADMIN } }));
-        await new Promise((resolve) => setTimeout(resolve, 12));
-      }
-      for (const answer of await Promise.all(answers)) {
-        expect([200, 503]).toContain(answer.status);
-        await answer.arrayBuffer();
-      }
-    }
-    expect(paused.app.admission.limiter.limit).toBeGreaterThanOrEqual(before);
-  });
+      expect(await steady.app.metrics.metrics()).toMatch(/^http_requests_shed_total\{reason="event_loop"\} 0$/m);
+    },
+  );
 });

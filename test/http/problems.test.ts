@@ -38,7 +38,7 @@ describe('framework errors', () => {
     expect(response.json().title).toBe('Bad Request');
   });
 
-  it('answers a body over 1 MiB with 413', async () => {
+  it('answers a body over 1 MiB with 413, its status line and title both RFC 9110\'s "Content Too Large"', async () => {
     const response = await api({
       method: 'POST',
       url: '/api/v1/users',
@@ -46,6 +46,7 @@ describe('framework errors', () => {
     });
 
     expect(response.statusCode).toBe(413);
+    expect(response.statusMessage).toBe('Content Too Large');
     expect(response.json()).toEqual({
       type: 'about:blank',
       title: 'Content Too Large',

@@ -1,30 +1,39 @@
-// Admission (docs/operations.md#overload): before Fastify sees a request, it is admitted while
-// the requests in flight are under the adaptive limit (limiter.ts), or refused at once with a 503
-// problem `…/problems/overloaded` and a jittered Retry-After: no routing, no token check, no
-// body read, no database work. The refusal is written in node:http's own listener, so that it
-// costs the instance a small fraction of what the request would have.
+// Admission (docs/operations.md#overload): before Fastify sees a request, it starts while the
+// requests executing are under the adaptive limit (limiter.ts); over it, it waits in the admission
+// queue (admission-queue.ts), which starts it when a place frees, or refuses it once it could no
+// longer be answered within the latency budget: a 503 problem `…/problems/overloaded` with a
+// jittered Retry-After, written in node:http's own listener: no routing, no token check, no body
+// read, no database work.
 //
-// Never refused: the health probes (an orchestrator must hear the instance however loaded it
-// is), open event streams (long-lived, with a cap of their own; they are not counted either), and
-// the metrics port (a listener of its own). A request whose client hung up before it was started
-// is not started. The event-loop backstop (@fastify/under-pressure, overload.ts) refuses the
-// same way, from Fastify's first hook.
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { EXPOSED_HEADERS, originMatcher } from '../cors.js';
+// Never refused nor counted: the health probes (an orchestrator must hear the instance however
+// loaded it is), open event streams (long-lived, with a cap of their own), and the metrics port
+// (a listener of its own). A request whose client hung up before it started is not started. The
+// event-loop backstop (@fastify/under-pressure, overload.ts) refuses the same way.
+//
+// A request's service time, which steers the limit and readiness, runs from the moment it is
+// complete (its body read, for a request that has one) to its answer: a client that sends its
+// body slowly spends its own time, and steers neither.
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { CorsRules } from '../cors.js';
 import { OVERLOADED_DETAIL, overloadRetryAfter } from '../problems/error-registry.js';
 import { PROBLEM_TYPES } from '../problems/problem-types.js';
+import { AdmissionQueue, type Waiting } from './admission-queue.js';
 import { ConcurrencyLimiter } from './limiter.js';
+import { RequestAges } from './request-ages.js';
 
 export type ShedReason = 'limit' | 'queue' | 'event_loop';
 
 export interface AdmissionOptions {
-  /** OVERLOAD_PROTECTION: false admits everything (still counted in flight). */
+  /** OVERLOAD_PROTECTION: false admits everything at once (still counted in flight). */
   enabled: boolean;
   minLimit: number;
   maxLimit: number;
+  /** LATENCY_BUDGET_MS: what the instance answers within, or refuses. */
+  budgetMs: number;
   /** ERROR_TYPE_BASE: problem types are `${base}/overloaded`. */
   errorTypeBase: string;
-  corsAllowedOrigins: readonly string[];
+  cors: CorsRules;
   /** Told of every request shed (metrics, the rate-limited warning). */
   onShed?: (reason: ShedReason) => void;
 }
@@ -36,33 +45,83 @@ export function isExempt(method: string | undefined, url: string): boolean {
   return method === 'GET' && url.includes('/events') && /^\/api\/(?:v\d+\/)?events(?:[/?]|$)/.test(url);
 }
 
+/** Whether a request has a body to read (by its headers; a GET may have one too). */
+const hasBody = (req: IncomingMessage): boolean => {
+  const length = req.headers['content-length'];
+  return length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
+};
+
+/** A request, from its arrival to its answer. */
+interface Entry extends Waiting {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  started: boolean;
+  answered: boolean;
+  /** When it was complete and started (ms), -1 before. */
+  completeAt: number;
+  /** Its readiness slice, -1 before it is complete. */
+  slice: number;
+}
+
+/** A connection's requests in the instance, and when one last arrived or was answered (ms). */
+const IN_INSTANCE = Symbol('requests in the instance');
+const ACTIVE_AT = Symbol('last active');
+interface Tracked extends Socket {
+  [IN_INSTANCE]?: number;
+  [ACTIVE_AT]?: number;
+}
+
+/** The limit steers the p90 of the service time to this share of the budget. */
+const TARGET_SHARE = 0.4;
+
 export class Admission {
   readonly limiter: ConcurrencyLimiter;
+  readonly queue: AdmissionQueue<Entry>;
   readonly enabled: boolean;
-  /** Requests in flight, whether or not the limit applies (http_requests_in_flight). */
+  /** Requests started and not yet answered, whether or not the limit applies (http_requests_in_flight). */
   get inflight(): number {
     return this.limiter.inflight;
   }
 
   readonly #prefix: string;
-  readonly #allowsOrigin: (origin: string) => boolean;
-  readonly #exposed: string;
+  readonly #cors: CorsRules;
   readonly #onShed: (reason: ShedReason) => void;
-  readonly #ages = new Ages();
+  readonly #ages = new RequestAges();
+  readonly #sockets = new Set<Tracked>();
+  #handler: (req: IncomingMessage, res: ServerResponse) => void = () => {};
   /**
    * Whether the event loop lags past its limit (the backstop, overload.ts): set once the app is
-   * ready. Checked before the limit, so that while the process is behind, what waits in its
-   * sockets is refused at a fraction of the cost of serving it, until the loop has caught up.
+   * ready. Checked first, so that while the process is behind, what waits in its sockets is
+   * refused at a fraction of the cost of serving it, until the loop has caught up.
    */
   lagging: () => boolean = () => false;
+  /**
+   * Told of each request refused here, before routing (its method, and the seconds from its
+   * arrival to its refusal): the metrics plugin counts it among the answers (http_requests_total,
+   * route `unrouted`), so that the availability objective sees every answer of the port
+   * (docs/operations.md#metrics).
+   */
+  refused: (method: string, seconds: number) => void = () => {};
 
   constructor(options: AdmissionOptions) {
     this.enabled = options.enabled;
-    this.limiter = new ConcurrencyLimiter({ min: options.minLimit, max: options.maxLimit });
+    this.limiter = new ConcurrencyLimiter({
+      min: options.minLimit,
+      max: options.maxLimit,
+      targetMs: TARGET_SHARE * options.budgetMs,
+    });
+    this.queue = new AdmissionQueue<Entry>(
+      {
+        budgetMs: options.budgetMs,
+        serviceMs: () => this.limiter.p99,
+        busyShare: (recentMs) => this.#busyShare(recentMs),
+      },
+      (entry) => this.#refuseUnrouted(entry.req, entry.res, 'limit', entry.at),
+      () => this.#startWaiting(performance.now()),
+    );
     const { title, status } = PROBLEM_TYPES.overloaded;
     this.#prefix = `{"type":${JSON.stringify(`${options.errorTypeBase}/overloaded`)},"title":${JSON.stringify(title)},"status":${status},"detail":${JSON.stringify(OVERLOADED_DETAIL)},"instance":`;
-    this.#allowsOrigin = originMatcher(options.corsAllowedOrigins);
-    this.#exposed = EXPOSED_HEADERS.join(', ');
+    this.#cors = options.cors;
     this.#onShed = options.onShed ?? (() => {});
   }
 
@@ -71,33 +130,113 @@ export class Admission {
     return this.#ages.oldestMs(now);
   }
 
+  /** Follows the connections open to `server` (the queue's closed-loop test). */
+  watch(server: Server): void {
+    server.on('connection', (socket: Tracked) => {
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
+    });
+  }
+
+  #busyShare(recentMs: number): number {
+    if (this.#sockets.size === 0) return 0;
+    const since = performance.now() - recentMs;
+    let busy = 0;
+    for (const socket of this.#sockets)
+      if ((socket[IN_INSTANCE] ?? 0) > 0 || (socket[ACTIVE_AT] ?? Number.NEGATIVE_INFINITY) >= since) busy++;
+    return busy / this.#sockets.size;
+  }
+
   /** Fastify's request listener, behind admission. */
   wrap(
     handler: (req: IncomingMessage, res: ServerResponse) => void,
   ): (req: IncomingMessage, res: ServerResponse) => void {
+    this.#handler = handler;
     const limiter = this.limiter;
     return (req, res) => {
       const url = req.url ?? '/';
       if (isExempt(req.method, url)) return handler(req, res);
       // The client hung up while the request waited to be read: nothing to answer.
       if (req.socket.destroyed) return;
-      if (this.enabled && this.lagging()) return this.refuse(req, res, 'event_loop');
-      if (!limiter.tryAcquire()) {
-        if (this.enabled) return this.refuse(req, res, 'limit');
-        limiter.inflight++;
+      if (this.enabled && this.lagging()) return this.#refuseUnrouted(req, res, 'event_loop', performance.now());
+      const now = performance.now();
+      const entry: Entry = {
+        at: now,
+        out: false,
+        req,
+        res,
+        started: false,
+        answered: false,
+        completeAt: -1,
+        slice: -1,
+      };
+      res.once('close', () => this.#closed(entry));
+      if (!this.enabled) {
+        limiter.acquire();
+        return this.#start(entry, now);
       }
-      const admitted = performance.now();
-      const bucket = this.#ages.add(admitted);
-      res.once('close', () => {
-        const now = performance.now();
-        this.#ages.remove(bucket);
-        limiter.release(now - admitted, now);
-      });
-      handler(req, res);
+      if (this.queue.length === 0 && limiter.tryAcquire()) return this.#start(entry, now);
+      limiter.bind();
+      if (!this.queue.push(entry)) {
+        this.queue.overflowed(now);
+        entry.out = true;
+        this.#refuseUnrouted(req, res, 'limit', now);
+      }
     };
   }
 
-  /** The 503 of an overloaded instance, written at once; the request's body is left unread. */
+  #start(entry: Entry, now: number): void {
+    entry.started = true;
+    if (hasBody(entry.req))
+      entry.req.once('end', () => {
+        if (!entry.answered) this.#complete(entry, performance.now());
+      });
+    else this.#complete(entry, now);
+    this.#handler(entry.req, entry.res);
+  }
+
+  #complete(entry: Entry, now: number): void {
+    entry.completeAt = now;
+    entry.slice = this.#ages.add(now);
+  }
+
+  #closed(entry: Entry): void {
+    const now = performance.now();
+    const socket: Tracked = entry.req.socket;
+    socket[IN_INSTANCE] = (socket[IN_INSTANCE] ?? 1) - 1;
+    socket[ACTIVE_AT] = now;
+    if (!entry.started) return this.queue.drop(entry);
+    entry.answered = true;
+    if (entry.slice >= 0) this.#ages.remove(entry.slice);
+    this.limiter.release(entry.completeAt >= 0 ? now - entry.completeAt : undefined, now);
+    if (this.queue.length > 0) this.#startWaiting(now);
+  }
+
+  /** Starts what waits, while there is room; refuses what waited too long. */
+  #startWaiting(now: number): void {
+    const limiter = this.limiter;
+    while (this.queue.length > 0 && limiter.inflight < limiter.limit) {
+      const entry = this.queue.take(now);
+      if (entry === undefined) return;
+      limiter.acquire();
+      this.#start(entry, now);
+    }
+    this.queue.expire(now);
+  }
+
+  /**
+   * A refusal before Fastify (at once, or after waiting in the queue since `since`): no hook of
+   * Fastify's sees it, so it is counted here, with the time it waited.
+   */
+  #refuseUnrouted(req: IncomingMessage, res: ServerResponse, reason: ShedReason, since: number): void {
+    this.refuse(req, res, reason);
+    this.refused(req.method ?? 'GET', (performance.now() - since) / 1000);
+  }
+
+  /**
+   * The 503 of an overloaded instance, written at once, with the CORS headers of any answer on
+   * its path; the request's body is left unread, so its connection closes after the answer.
+   */
   refuse(req: IncomingMessage, res: ServerResponse, reason: ShedReason): void {
     this.#onShed(reason);
     const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
@@ -109,57 +248,20 @@ export class Admission {
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
     };
-    const origin = req.headers.origin;
-    if (origin !== undefined && this.#allowsOrigin(origin)) {
-      headers['access-control-allow-origin'] = origin;
-      headers['access-control-allow-credentials'] = 'true';
-      headers['access-control-expose-headers'] = this.#exposed;
+    if (hasBody(req) && !req.complete) headers.connection = 'close';
+    const policy = this.#cors.policyFor(path);
+    if (policy !== undefined) {
       headers.vary = 'Origin';
+      CorsRules.simpleHeaders(policy, req.method ?? 'GET', req.headers.origin, (name, value) => {
+        headers[name] = value;
+      });
     }
     res.writeHead(503, headers);
     res.end(body);
   }
-}
 
-const BUCKET_MS = 100;
-const BUCKETS = 64;
-
-/**
- * The requests in flight, counted by the 100-ms slice in which each was admitted: a few array
- * writes a request, and the age of the oldest (readiness) by a scan of 64 slices. A request
- * older than the 6.4 s the slices span is counted apart, as older than all of them.
- */
-class Ages {
-  readonly #counts = new Int32Array(BUCKETS);
-  readonly #slices = new Float64Array(BUCKETS).fill(-1);
-  #older = 0;
-
-  /** Counts a request admitted at `now`; gives the slice to remove it from. */
-  add(now: number): number {
-    const slice = Math.floor(now / BUCKET_MS);
-    const i = slice % BUCKETS;
-    if (this.#slices[i] !== slice) {
-      this.#older += this.#counts[i] as number;
-      this.#counts[i] = 0;
-      this.#slices[i] = slice;
-    }
-    (this.#counts[i] as number)++;
-    return slice;
-  }
-
-  remove(slice: number): void {
-    const i = slice % BUCKETS;
-    if (this.#slices[i] === slice) (this.#counts[i] as number)--;
-    else this.#older--;
-  }
-
-  oldestMs(now: number): number {
-    if (this.#older > 0) return BUCKET_MS * BUCKETS;
-    let oldest = Number.POSITIVE_INFINITY;
-    for (let i = 0; i < BUCKETS; i++) {
-      const slice = this.#slices[i] as number;
-      if ((this.#counts[i] as number) > 0 && slice < oldest) oldest = slice;
-    }
-    return oldest === Number.POSITIVE_INFINITY ? 0 : Math.max(0, now - oldest * BUCKET_MS);
+  /** Stops the queue's timer (the app is closing). */
+  close(): void {
+    this.queue.stop();
   }
 }

@@ -1,121 +1,98 @@
-// The adaptive concurrency limit's controller (limiter.ts), driven by a clock the test holds.
+// The limit on requests executing (limiter.ts), driven by a model of an instance and a clock
+// the test holds.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from './limiter.js';
 
 /**
- * Runs `windows` windows of 100 ms: each keeps as many requests in flight as the limit allows
- * (`demand` of them at most) and answers them after `latencyMs`. The clock is the test's.
+ * Runs `windows` windows of 100 ms against an instance that answers at most `capacity` a
+ * second, each request taking at least `leastMs`: by Little's law, `n` executing take
+ * max(leastMs, n / capacity) each. `demand` requests want a place (the rest wait: the limit binds).
  */
 function drive(
   limiter: ConcurrencyLimiter,
   clock: { now: number },
   windows: number,
-  latencyMs: number | ((inflight: number) => number),
-  demand = Number.POSITIVE_INFINITY,
+  { capacity, leastMs, demand = Number.POSITIVE_INFINITY }: { capacity: number; leastMs: number; demand?: number },
 ): number[] {
   const limits: number[] = [];
   for (let w = 0; w < windows; w++) {
-    let admitted = 0;
-    while (admitted < demand && limiter.tryAcquire()) admitted++;
-    const inflight = limiter.inflight;
-    const latency = typeof latencyMs === 'number' ? latencyMs : latencyMs(inflight);
+    while (limiter.inflight < demand && limiter.tryAcquire());
+    if (limiter.inflight < demand) limiter.bind();
+    const executing = limiter.inflight;
+    const serviceMs = Math.max(leastMs, (1000 * executing) / capacity);
+    // What the window answers: each place turns over every serviceMs, up to the capacity; each
+    // answer's place is taken again at once while there is demand.
+    const answers = Math.max(1, Math.round((executing * 100) / serviceMs));
+    for (let i = 0; i < answers; i++) {
+      limiter.release(serviceMs, clock.now + ((i + 1) * 100) / answers);
+      if (limiter.inflight < demand && !limiter.tryAcquire()) limiter.bind();
+    }
     clock.now += 100;
-    for (let i = 0; i < admitted; i++) limiter.release(latency, clock.now);
     limits.push(limiter.limit);
   }
   return limits;
 }
 
-describe('the adaptive concurrency limit', () => {
-  it('rises while latency holds, up to its maximum', () => {
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 200, initial: 20 });
-    const limits = drive(limiter, { now: 0 }, 200, 10);
-    expect(limits[10]!).toBeGreaterThan(20);
-    expect(limits.at(-1)).toBe(200);
-    // Never down while nothing got slower.
-    for (let i = 1; i < limits.length; i++) expect(limits[i]!).toBeGreaterThanOrEqual(limits[i - 1]!);
+describe('the limit on requests executing', () => {
+  it('settles where the service time meets the target once the instance is saturated', () => {
+    // 5,000 answers a second, 1 ms each alone: a target of 62.5 ms is about 312 executing.
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 5000, initial: 20, targetMs: 62.5 });
+    const limits = drive(limiter, { now: 0 }, 100, { capacity: 5000, leastMs: 1 });
+    const settled = limits.slice(-30);
+    expect(Math.min(...settled)).toBeGreaterThan(250);
+    expect(Math.max(...settled)).toBeLessThan(400);
   });
 
-  it('falls when latency grows with what is in flight (a saturated core, a hot row), and holds there', () => {
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 50, floorMs: 0 });
+  it('follows the throughput down when the instance delivers less (dearer requests, a slower host), never to its floor', () => {
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 5000, initial: 300, targetMs: 62.5 });
     const clock = { now: 0 };
-    // Up to 40 in flight the service answers in 10 ms; past that, requests queue: latency grows
-    // with each one in flight beyond.
-    const service = (inflight: number) => (inflight <= 40 ? 10 : 10 * (inflight / 40) ** 2);
-    drive(limiter, clock, 20, 10, 40);
-    const limits = drive(limiter, clock, 300, service);
-    const settled = limits.slice(-100);
-    // It finds the knee: well below where latency runs away, never at its maximum.
-    expect(Math.max(...settled)).toBeLessThan(120);
-    expect(Math.min(...settled)).toBeGreaterThanOrEqual(4);
-    const latencyThere = service(Math.max(...settled));
-    expect(latencyThere).toBeLessThan(10 * 2 * 3);
+    drive(limiter, clock, 50, { capacity: 5000, leastMs: 1 });
+    const limits = drive(limiter, clock, 60, { capacity: 1000, leastMs: 5 });
+    expect(Math.min(...limits.slice(-20))).toBeGreaterThan(50);
+    expect(Math.max(...limits.slice(-20))).toBeLessThan(100);
   });
 
-  it('falls at once when a dependency slows down, and recovers once it is fast again', () => {
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 500, initial: 100, floorMs: 0 });
-    const clock = { now: 0 };
-    drive(limiter, clock, 30, 10);
-    const before = limiter.limit;
-    const slow = drive(limiter, clock, 30, 200);
-    expect(slow.at(-1)!).toBeLessThan(before / 4);
-    const recovered = drive(limiter, clock, 80, 10);
-    expect(recovered.at(-1)!).toBeGreaterThan(slow.at(-1)! * 3);
+  it('keeps its minimum for requests that take longer alone than the target (a password hash)', () => {
+    // 40 a second at most, 100 ms each alone: the knee is 4 executing, under the minimum of 8.
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 1000, initial: 50, targetMs: 62.5, minSamples: 2 });
+    const limits = drive(limiter, { now: 0 }, 200, { capacity: 40, leastMs: 100 });
+    expect(limits.at(-1)).toBe(8);
   });
 
-  it('takes no latency under its floor for queueing: a saturated core under a fixed crowd is not shed', () => {
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 100 });
-    const clock = { now: 0 };
-    drive(limiter, clock, 20, 0.5, 100);
-    // A crowd of 64 on a saturated core: 15 times slower than idle, still far under 25 ms.
-    const limits = drive(limiter, clock, 100, 8, 64);
-    expect(Math.min(...limits)).toBeGreaterThanOrEqual(64);
-    // Past the floor's tolerance (50 ms), it sheds.
-    const slow = drive(limiter, clock, 50, 400);
-    expect(slow.at(-1)!).toBeLessThan(64);
+  it('changes nothing in a window where it did not bind, however slow the requests (dearer requests are not overload)', () => {
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 1000, initial: 300, targetMs: 62.5 });
+    const limits = drive(limiter, { now: 0 }, 50, { capacity: 200, leastMs: 300, demand: 64 });
+    expect(limits.every((l) => l === 300)).toBe(true);
   });
 
-  it('learns nothing from a window in which little was in flight', () => {
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 500, initial: 100 });
-    drive(limiter, { now: 0 }, 50, 10, 5);
-    expect(limiter.limit).toBe(100);
+  it('moves at most by half or double a window, within its bounds', () => {
+    const limiter = new ConcurrencyLimiter({ min: 10, max: 1000, initial: 900, targetMs: 10 });
+    const limits = drive(limiter, { now: 0 }, 40, { capacity: 100, leastMs: 1 });
+    expect(limits[0]!).toBeGreaterThanOrEqual(450);
+    for (let i = 1; i < limits.length; i++) expect(limits[i]!).toBeGreaterThanOrEqual(Math.floor(limits[i - 1]! / 2));
+    expect(limits.at(-1)).toBe(10);
   });
 
-  it('stays within its bounds, and refuses once the limit is in flight', () => {
-    const limiter = new ConcurrencyLimiter({ min: 8, max: 16, initial: 12, floorMs: 0 });
-    const clock = { now: 0 };
-    drive(limiter, clock, 10, 10);
-    drive(limiter, clock, 50, 5000);
-    expect(limiter.limit).toBe(8);
-    for (let i = 0; i < 8; i++) expect(limiter.tryAcquire()).toBe(true);
-    expect(limiter.tryAcquire()).toBe(false);
-    limiter.cancel();
-    expect(limiter.tryAcquire()).toBe(true);
-    expect(() => new ConcurrencyLimiter({ min: 10, max: 5 })).toThrow(RangeError);
+  it('gives a smoothed p99 of the service time', () => {
+    const limiter = new ConcurrencyLimiter({ min: 1, max: 1000, initial: 1000, targetMs: 50, minSamples: 100 });
+    for (let i = 0; i < 100; i++) limiter.acquire();
+    for (let i = 0; i < 100; i++) limiter.release(i < 95 ? 10 : 200, 2 * (i + 1));
+    // Four buckets a doubling: within 19% above the true value.
+    expect(limiter.p99).toBeGreaterThanOrEqual(200);
+    expect(limiter.p99).toBeLessThan(240);
   });
 
-  it('falls while the event loop lags past its target though latency holds, holds past half of it, and rises once the loop keeps up', () => {
-    // Requests queued unread in the sockets of a full core: the admitted ones are answered in
-    // 10 ms, but each turn of the loop lasts 200 ms.
-    let delay = 0;
-    const limiter = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 200 });
-    limiter.heedLoopDelay(() => delay, 50);
-    const clock = { now: 0 };
-    drive(limiter, clock, 10, 10);
-    const before = limiter.limit;
-    delay = 200;
-    const behind = drive(limiter, clock, 5, 10);
-    expect(behind.at(-1)!).toBeLessThan(before / 8);
-    // Past half the target: no growth, latency or not.
-    delay = 30;
-    const held = drive(limiter, clock, 30, 10);
-    expect(Math.max(...held)).toBe(behind.at(-1)!);
-    delay = 5;
-    const recovered = drive(limiter, clock, 30, 10);
-    expect(recovered.at(-1)!).toBeGreaterThan(behind.at(-1)! * 2);
-    // Without the loop's delay, the same latency never shrinks the limit.
-    const blind = new ConcurrencyLimiter({ min: 4, max: 1000, initial: 200 });
-    const limits = drive(blind, { now: 0 }, 15, 10);
-    expect(Math.min(...limits)).toBeGreaterThanOrEqual(200);
+  it('takes no sample from a request answered before it was complete', () => {
+    const limiter = new ConcurrencyLimiter({ min: 1, max: 10, initial: 10, targetMs: 50, minSamples: 1 });
+    limiter.acquire();
+    limiter.release(undefined, 1000);
+    expect(limiter.inflight).toBe(0);
+    expect(limiter.p99).toBe(0);
+  });
+
+  it('refuses bounds that do not make sense', () => {
+    expect(() => new ConcurrencyLimiter({ min: 0, max: 10, targetMs: 50 })).toThrow(RangeError);
+    expect(() => new ConcurrencyLimiter({ min: 10, max: 5, targetMs: 50 })).toThrow(RangeError);
+    expect(() => new ConcurrencyLimiter({ min: 1, max: 5, targetMs: 0 })).toThrow(RangeError);
   });
 });

@@ -1,163 +1,151 @@
-// An adaptive limit on the requests in flight (docs/operations.md, "Overload"): a gradient
-// controller after Netflix's concurrency-limits (Gradient2Limit). No requests-per-second number
-// is set by hand: the limit follows the latency of the requests it admits.
+// The limit on requests executing at once (docs/operations.md#overload), set from what the
+// instance delivers, after TCP BBR: its recent peak throughput.
+// No requests-per-second number is set by hand, and latency alone never moves it: latency that
+// rises for another reason (a host that takes the core away, dearer requests, work the instance
+// spends refusing) would otherwise ratchet the limit down while throughput falls with it.
 //
-// Each window (at least `windowMs` and `minSamples` answers) gives a short-term latency, the
-// window's mean; a long-term one follows it slowly (an exponential average over `longWindow`
-// windows: about a minute), so that sustained overload cannot ratchet it up quickly. While the short term holds near the long term, the limit grows by about its square
-// root a window (the queue a service may hold without harm); when it rises past `tolerance`
-// times the long term (never less than `floorMs`), requests are queueing somewhere (a saturated core, a hot row's lock, a
-// pool with no free connection) and the limit shrinks in proportion, at most halving. The long
-// term is pulled down at once when latency falls back, so that the limit recovers in a few
-// windows after the load has passed. A window in which fewer than half the limit were ever in
-// flight says nothing about the limit (the service was not the bottleneck): it changes nothing.
+// By Little's law, requests executing = throughput × service time. Past the knee (the core or a
+// hot row saturated), throughput stays at its peak X and every request more in flight only adds
+// to everyone's service time: the limit X × target keeps the service time at the target (40%
+// of the latency budget), and what is over the limit waits in the admission queue
+// (admission-queue.ts), which refuses only what could not be answered in time. Below the knee,
+// throughput grows with the limit, and so does the limit (at most doubling a window). Requests
+// that take longer alone than the target (a password hash) keep CONCURRENCY_LIMIT_MIN places at
+// least: keep it above the knee of such work (the hashing threads, the database connections).
 //
-// Latency from admission to answer misses one queue: the requests waiting unread in the sockets
-// of a process whose core is full. A single-threaded server reads its sockets once a turn of the
-// event loop, so that wait is the length of a turn, which the loop's delay measures. When told
-// it (heedLoopDelay), a window whose delay passes its target shrinks the limit at once in
-// proportion (at most halving it; not smoothed), and one past half of it lets the limit hold but
-// not grow: the admitted work then leaves the core room to read and refuse the rest in time.
+// Each window (at least `windowMs` and `minSamples` answers) gives the throughput and the
+// service times (from the complete request to its answer: a client that sends its body slowly
+// spends its own time, not the instance's) of the requests answered in it. The limit moves only
+// after a window in which it bound (a request waited for a place, or every place was taken): a
+// window of less demand says nothing about what the instance can deliver.
 
 export interface LimiterOptions {
   min: number;
   max: number;
+  /** The service time (ms) the limit keeps requests to once the instance is saturated. */
+  targetMs: number;
   /** The limit before any measurement. */
   initial?: number;
   /** The shortest window, in ms. */
   windowMs?: number;
   /** Answers a window needs before it counts. */
   minSamples?: number;
-  /** How far the short-term latency may rise over the long-term one before the limit shrinks. */
-  tolerance?: number;
-  /** Windows the long-term latency averages over. */
-  longWindow?: number;
-  /** How much of each new estimate the limit takes (0–1). */
-  smoothing?: number;
-  /**
-   * A latency (ms) below which requests are never taken to be queueing: the long term is at
-   * least this. A saturated core under a fixed crowd of clients (a closed-loop benchmark, a busy
-   * hour) answers in a few ms more than an idle one; shedding there would refuse work the
-   * instance does in time.
-   */
-  floorMs?: number;
 }
+
+/** Log-scale buckets of service time: four a doubling, from 0.25 ms up to about 16 s. */
+const BUCKETS = 64;
+const BUCKET_BASE_MS = 0.25;
+const bucketOf = (ms: number): number =>
+  ms <= BUCKET_BASE_MS ? 0 : Math.min(BUCKETS - 1, Math.floor(4 * Math.log2(ms / BUCKET_BASE_MS)));
+const upperBoundOf = (bucket: number): number => BUCKET_BASE_MS * 2 ** ((bucket + 1) / 4);
+
+/** Windows the peak throughput is the maximum of (about 2 s). */
+const PEAK_WINDOWS = 20;
 
 export class ConcurrencyLimiter {
   readonly min: number;
   readonly max: number;
+  readonly targetMs: number;
   #limit: number;
-  /** The whole part of the limit: what admission compares with. */
-  #ceiling: number;
+  /** Requests holding a place. */
   inflight = 0;
 
   readonly #windowMs: number;
   readonly #minSamples: number;
-  readonly #tolerance: number;
-  readonly #longWindow: number;
-  readonly #smoothing: number;
-  readonly #floorMs: number;
-  #loopDelay: (() => number) | undefined;
-  #loopDelayTargetMs = 50;
-
-  #windowStart = 0;
-  #windowSum = 0;
-  #windowCount = 0;
-  #windowPeak = 0;
+  readonly #histogram = new Uint32Array(BUCKETS);
+  #count = 0;
+  #windowStart = Number.NaN;
+  #bound = false;
   #windows = 0;
-  #long = 0;
-  #short = 0;
+  #p99 = 0;
+  /** Throughput (answers/s) of the last windows that bound. */
+  readonly #rates: number[] = [];
 
   constructor(options: LimiterOptions) {
     if (!(options.min >= 1) || !(options.max >= options.min))
       throw new RangeError(`the limit's bounds must satisfy 1 <= min <= max (min ${options.min}, max ${options.max})`);
+    if (!(options.targetMs > 0)) throw new RangeError(`the target must be positive (got ${options.targetMs})`);
     this.min = options.min;
     this.max = options.max;
-    this.#limit = Math.min(options.max, Math.max(options.min, options.initial ?? 100));
-    this.#ceiling = Math.floor(this.#limit);
+    this.targetMs = options.targetMs;
+    this.#limit = Math.min(options.max, Math.max(options.min, Math.floor(options.initial ?? 100)));
     this.#windowMs = options.windowMs ?? 100;
     this.#minSamples = options.minSamples ?? 10;
-    this.#tolerance = options.tolerance ?? 2;
-    this.#longWindow = options.longWindow ?? 600;
-    this.#smoothing = options.smoothing ?? 0.2;
-    this.#floorMs = options.floorMs ?? 25;
-  }
-
-  /**
-   * From now on, heeds the event loop's delay: `loopDelay` says it for the window just ended (ms;
-   * called once a window), `targetMs` the delay past which the limit shrinks. Until then, latency
-   * alone steers the limit.
-   */
-  heedLoopDelay(loopDelay: () => number, targetMs: number): void {
-    this.#loopDelay = loopDelay;
-    this.#loopDelayTargetMs = targetMs;
   }
 
   /** The current limit. */
   get limit(): number {
-    return this.#ceiling;
+    return this.#limit;
   }
 
-  /** The latency of the last window, and the long-term one (ms; 0 before any). */
-  get latency(): { short: number; long: number } {
-    return { short: this.#short, long: this.#long };
+  /** The service time's p99, smoothed over windows (ms; 0 before any): what the queue leaves for it. */
+  get p99(): number {
+    return this.#p99;
   }
 
-  /** Takes a place if one is free (then `release` it once answered); false: refuse the request. */
+  /** The peak throughput the limit is set from (answers/s; 0 before any window that bound). */
+  get peakPerSecond(): number {
+    return this.#rates.length === 0 ? 0 : Math.max(...this.#rates);
+  }
+
+  /** Takes a place if one is free (then `release` it once answered); false: the request must wait. */
   tryAcquire(): boolean {
-    if (this.inflight >= this.#ceiling) return false;
-    this.inflight++;
-    if (this.inflight > this.#windowPeak) this.#windowPeak = this.inflight;
+    if (this.inflight >= this.#limit) {
+      this.#bound = true;
+      return false;
+    }
+    this.acquire();
     return true;
   }
 
-  /** An admitted request was answered after `latencyMs`, at `now` (ms, any monotonic clock). */
-  release(latencyMs: number, now: number): void {
-    this.inflight--;
-    this.#windowSum += latencyMs;
-    this.#windowCount++;
-    if (this.#windowCount >= this.#minSamples && now - this.#windowStart >= this.#windowMs) this.#update(now);
+  /** Takes a place whatever the limit (protection off, or a request leaving the queue). */
+  acquire(): void {
+    this.inflight++;
+    if (this.inflight >= this.#limit) this.#bound = true;
   }
 
-  /** A request admitted and then not answered (its client left before it started): no sample. */
-  cancel(): void {
+  /** A request had to wait for a place: the limit is binding. */
+  bind(): void {
+    this.#bound = true;
+  }
+
+  /**
+   * A request gave its place back at `now` (ms, any monotonic clock), answered `serviceMs` after
+   * it was complete; undefined when there is no such time (it was answered before its body came).
+   */
+  release(serviceMs: number | undefined, now: number): void {
     this.inflight--;
+    if (serviceMs === undefined) return;
+    if (Number.isNaN(this.#windowStart)) this.#windowStart = now - serviceMs;
+    (this.#histogram[bucketOf(serviceMs)] as number)++;
+    this.#count++;
+    if (this.#count >= this.#minSamples && now - this.#windowStart >= this.#windowMs) this.#update(now);
+  }
+
+  #quantile(q: number): number {
+    const rank = Math.ceil(q * this.#count);
+    let seen = 0;
+    for (let i = 0; i < BUCKETS; i++) {
+      seen += this.#histogram[i] as number;
+      if (seen >= rank) return upperBoundOf(i);
+    }
+    return upperBoundOf(BUCKETS - 1);
   }
 
   #update(now: number): void {
-    const short = this.#windowSum / this.#windowCount;
-    const peak = this.#windowPeak;
+    const rate = (1000 * this.#count) / (now - this.#windowStart);
+    const p99 = this.#quantile(0.99);
+    const bound = this.#bound || this.inflight >= this.#limit;
+    this.#histogram.fill(0);
+    this.#count = 0;
     this.#windowStart = now;
-    this.#windowSum = 0;
-    this.#windowCount = 0;
-    this.#windowPeak = this.inflight;
-    this.#short = short;
-
-    // The long term: the first windows set it, then it follows slowly; it falls at once to a
-    // short term far below it (the load has passed).
-    this.#windows++;
-    if (this.#windows <= 3) this.#long = this.#windows === 1 ? short : (this.#long + short) / 2;
-    else this.#long += (short - this.#long) / this.#longWindow;
-    if (this.#long > 2 * short) this.#long = 0.9 * this.#long + 0.1 * short;
-    if (this.#long > 2 * short) this.#long = 2 * short;
-
-    // The loop behind its target: fewer in flight, at once.
-    const delay = this.#loopDelay?.() ?? 0;
-    if (delay > this.#loopDelayTargetMs) {
-      this.#limit = Math.max(this.min, this.#limit * Math.max(0.5, this.#loopDelayTargetMs / delay));
-      this.#ceiling = Math.floor(this.#limit);
-      return;
-    }
-
-    const reference = Math.max(this.#long, this.#floorMs);
-    const gradient = Math.max(0.5, Math.min(1, (this.#tolerance * reference) / Math.max(short, 1e-3)));
-    // Not the bottleneck this window (little was in flight) and not slow: nothing learned.
-    if (peak < this.#limit / 2 && gradient === 1) return;
-    // The loop past half its target: no room to admit more.
-    if (gradient === 1 && delay > this.#loopDelayTargetMs / 2) return;
-    const next = this.#limit * gradient + (gradient === 1 ? Math.sqrt(this.#limit) : 0);
-    const limit = this.#limit * (1 - this.#smoothing) + next * this.#smoothing;
-    this.#limit = Math.min(this.max, Math.max(this.min, limit));
-    this.#ceiling = Math.floor(this.#limit);
+    this.#bound = false;
+    this.#p99 = this.#windows++ === 0 ? p99 : 0.7 * this.#p99 + 0.3 * p99;
+    if (!bound) return;
+    this.#rates.push(rate);
+    if (this.#rates.length > PEAK_WINDOWS) this.#rates.shift();
+    const wanted = (this.peakPerSecond * this.targetMs) / 1000;
+    const next = Math.min(2 * this.#limit, Math.max(this.#limit / 2, wanted));
+    this.#limit = Math.min(this.max, Math.max(this.min, Math.round(next)));
   }
 }

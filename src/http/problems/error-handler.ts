@@ -6,7 +6,7 @@ import { parse as parseQuery } from 'node:querystring';
 import { requestPath, requestQuery, withoutQuery } from '../request-url.js';
 import { routeOptionsOf } from '../request-context.js';
 import type { Method, RouteTable } from '../route-table.js';
-import { lingerOnClose } from './lingering-close.js';
+import { lingerOnClose } from '../lingering-close.js';
 import { INTERNAL_ERROR_DETAIL } from './problem-types.js';
 import { plain, toProblem, type Problem, type ProblemContext } from './to-problem.js';
 
@@ -26,6 +26,10 @@ export function problemContext(request: FastifyRequest, errorTypeBase: string): 
     errorTypeBase,
     requestId: request.id,
     rawValues: (part) => (part === 'params' ? rawParams(request) : rawQuery(request)),
+    request: {
+      safe: request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS',
+      keyed: request.headers['idempotency-key'] !== undefined,
+    },
   };
 }
 
@@ -71,6 +75,9 @@ function fallbackProblem(request: FastifyRequest): Problem {
 
 export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
   if (problem.headers) reply.headers(problem.headers);
+  // The status line says what the title says: RFC 9110's name, where Node's table still has
+  // RFC 7231's ("Payload Too Large").
+  if (problem.status === 413) reply.raw.statusMessage = 'Content Too Large';
   // The problem is written as is: a route's success schema must not filter its members.
   return reply
     .code(problem.status)

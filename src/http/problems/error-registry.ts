@@ -35,8 +35,8 @@ export interface ErrorEntry<E extends DomainError> {
    * an about:blank problem titled with the status's reason phrase.
    */
   type: ProblemSlug | number;
-  /** The `detail`; the error's message when absent. */
-  detail?: (error: E) => string;
+  /** The `detail`; the error's message when absent. `request`: what is known of the request it answers. */
+  detail?: (error: E, request: RequestFacts) => string;
   /** Members after the standard five. */
   extensions?: (error: E) => Record<string, unknown>;
   headers?: (error: E) => Record<string, string>;
@@ -66,8 +66,33 @@ type ErrorOf = {
   INVALID_FIELD: InvalidField;
 };
 
+/** What is known of the request a problem answers, where its detail depends on it. */
+export interface RequestFacts {
+  /** GET, HEAD or OPTIONS: it changes nothing. */
+  safe: boolean;
+  /** Sent with an Idempotency-Key: it ran in one transaction, rolled back on a failure (docs/api-guide.md#safe-retries). */
+  keyed: boolean;
+}
+
 /** What an overloaded instance says (the admission's prebuilt refusal says the same). */
 export const OVERLOADED_DETAIL = 'The service is overloaded and did not start this request. Retry later.';
+
+const TOO_BUSY = 'The database was too busy to answer in time';
+
+/**
+ * A statement refused after waiting past DATABASE_QUEUE_TIMEOUT_MS was not sent; what is true of
+ * the request's other statements depends on the request (docs/api-guide.md#errors). A keyed
+ * request's first statement is its transaction's BEGIN, and whatever it did is rolled back. The
+ * service does not follow which statements belong to which request, so of an unkeyed write it
+ * can only say that earlier ones may have run.
+ */
+function queueTimeoutDetail({ safe, keyed }: RequestFacts): string {
+  if (keyed)
+    return `${TOO_BUSY}: this request did not start, and nothing of it was kept. Retry later with the same Idempotency-Key.`;
+  const refused = `${TOO_BUSY}: a statement of this request waited too long for the database and was not sent`;
+  if (safe) return `${refused}. A read changes nothing: retry later.`;
+  return `${refused}, and statements of it sent before may have run. Check what was done before retrying; a request sent with an Idempotency-Key can be retried safely.`;
+}
 
 /** Seconds before a retry after a refusal for overload: 1 to 5, so that clients do not retry in step. */
 export function overloadRetryAfter(): number {
@@ -142,10 +167,12 @@ export const ERRORS: { [C in DomainErrorCode]: ErrorEntry<ErrorOf[C]> } = {
   },
   OVERLOADED: {
     type: 'overloaded',
-    detail: (e) =>
+    detail: (e, request) =>
       e.reason === 'busy'
         ? 'The instance has requests in flight for longer than it can answer in time. Retry later.'
-        : OVERLOADED_DETAIL,
+        : e.reason === 'queue'
+          ? queueTimeoutDetail(request)
+          : OVERLOADED_DETAIL,
     headers: () => ({ 'retry-after': String(overloadRetryAfter()) }),
   },
   REQUEST_TIMED_OUT: {

@@ -6,7 +6,7 @@ import type { ErrorObject } from 'ajv';
 import { DomainError, RequestTimedOut } from '../../errors.js';
 import { MAX_BODY_DEPTH } from '../body-guard.js';
 import { isDataException, isDatabaseTimeout } from '../../db/pg-errors.js';
-import { errorEntry } from './error-registry.js';
+import { errorEntry, type RequestFacts } from './error-registry.js';
 import { InvalidFields, toFieldErrors } from './field-errors.js';
 import { INTERNAL_ERROR_DETAIL, PROBLEM_TYPES, STATUS_TITLES, type ProblemSlug } from './problem-types.js';
 import { ERRORS_MAX } from '../schemas.js';
@@ -42,6 +42,8 @@ export interface ProblemContext {
   requestId: string;
   /** The path or query values as the client sent them, before coercion (for `rejected`). */
   rawValues?: (part: 'params' | 'querystring') => Record<string, string | undefined>;
+  /** What a detail may depend on (error-registry.ts); unknown: a write without an Idempotency-Key. */
+  request?: RequestFacts;
 }
 
 const FRAMEWORK_DETAILS: Record<string, string> = {
@@ -119,7 +121,7 @@ export function validationProblem(
 
 function fromDomainError(error: DomainError, ctx: ProblemContext): Problem {
   const entry = errorEntry(error);
-  const detail = entry.detail?.(error) ?? error.message;
+  const detail = entry.detail?.(error, ctx.request ?? { safe: false, keyed: false }) ?? error.message;
   const extensions = entry.extensions?.(error) ?? {};
   const v1 = ctx.form === 'typed' ? undefined : entry.forms?.[ctx.form]?.(error);
   const status = typeof entry.type === 'number' ? entry.type : PROBLEM_TYPES[entry.type].status;
