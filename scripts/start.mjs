@@ -10,6 +10,21 @@ import { join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+// docs/deployment.md, "Runtime policy": the Node.js lines and their end of life. A line past it
+// still runs the service (for development, on machines that still ship it), and says so once.
+const END_OF_LIFE = { 18: '2025-04-30', 20: '2026-04-30', 22: '2027-04-30', 24: '2028-04-30', 26: '2029-04-30' };
+const major = Number(process.versions.node.split('.')[0]);
+const supported = Object.keys(END_OF_LIFE)
+  .map(Number)
+  .filter((line) => new Date(`${END_OF_LIFE[line]}T23:59:59Z`) >= new Date());
+if (!supported.includes(major)) {
+  const since = END_OF_LIFE[major] === undefined ? '' : ` (${END_OF_LIFE[major]})`;
+  const lines = `${supported.slice(0, -1).join(', ')} and ${supported.at(-1)}`;
+  process.stderr.write(
+    `Node.js ${process.version} is past its end of life${since}: fine for development, not for production; the supported lines are ${lines} (docs/deployment.md, "Runtime policy")\n`,
+  );
+}
+
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const out = join(root, 'dist');
 const stamp = join(out, '.transpiled');
@@ -30,7 +45,8 @@ const sources = SOURCES.flatMap((dir) => files(join(root, dir))).filter(
 );
 const built = Math.max(0, ...stamps.map((path) => statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? 0));
 const newest = Math.max(0, ...sources.map((file) => file.mtimeMs), statSync(join(root, 'package.json')).mtimeMs);
-if (built === 0 || newest > built) {
+// No TypeScript source at all (an image holds only the build): nothing to compile.
+if (sources.length > 0 && (built === 0 || newest > built)) {
   // Said on standard error, so that standard output holds only the server's log lines.
   const started = performance.now();
   process.stderr.write(`compiling ${sources.length} TypeScript files into dist/ (esbuild, no type-check)…\n`);

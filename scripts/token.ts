@@ -17,9 +17,9 @@ usage: npm run -s token [-- options]
 
   (no options)        the development token: user 1, every scope (admin included), valid
                       24 hours; every example in the docs accepts it
-  --sub <user id>     the caller's user id (the token's sub)
+  --sub <user id>     the caller's user id (the token's sub): a positive integer
   --scope "<scopes>"  space-separated, e.g. "orders:read orders:write" (default: none)
-                      known: ${ALL_SCOPES}
+                      known (any other is refused): ${ALL_SCOPES}
   --expires <span>    how long it is valid: 30m, 1h, 7d (default: 1h; 24h without --sub)
   --help              this text
 
@@ -41,6 +41,16 @@ try {
   const development = values.sub === undefined;
   if (development && values.scope !== undefined)
     throw new ConfigError('--scope needs --sub (without both, the development token has every scope)');
+  if (values.sub !== undefined && !/^[1-9]\d{0,15}$/.test(values.sub))
+    throw new ConfigError(
+      `--sub must be a user id (a positive integer): the token's sub is the caller's user id (got ${JSON.stringify(values.sub)})`,
+    );
+  const known = new Set(ALL_SCOPES.split(' '));
+  const unknown = (values.scope ?? '').split(/\s+/).filter((scope) => scope !== '' && !known.has(scope));
+  if (unknown.length > 0)
+    throw new ConfigError(
+      `--scope names ${unknown.length === 1 ? 'a scope' : 'scopes'} the service does not know: ${unknown.map((s) => JSON.stringify(s)).join(', ')} (known: ${ALL_SCOPES})`,
+    );
   const { token } = await signToken({
     sub: values.sub ?? '1',
     scope: values.scope ?? (development ? ALL_SCOPES : ''),

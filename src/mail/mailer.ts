@@ -3,9 +3,13 @@
 // fails or slows the request. A failed send is retried with backoff and logged at warn with the
 // server's error only, never the message (it carries a secret link).
 //
-// Without SMTP_URL: development prints the mail to the log (what a local mail catcher would
-// show, so that `npm start` shows the whole flow); every other environment logs at warn that no
-// mail channel is configured, without the message.
+// Without SMTP_URL: development keeps each mail in a file (DATA_DIR/mail.log, what a local mail
+// catcher would show, so that `npm start` shows the whole flow; `npm run -s reset-token` reads the
+// last link's token from it) and prints it to the log too, its link's token redacted as in every
+// line (docs/operations.md#logs); every other environment logs at warn that no mail channel is
+// configured, without the message.
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { createTransport, type Transporter } from 'nodemailer';
 
@@ -30,8 +34,8 @@ export interface MailerOptions {
   /** smtp:// or smtps:// with credentials in the URL; undefined: no channel. */
   smtpUrl: string | undefined;
   from: string;
-  /** development without SMTP_URL prints mails instead. */
-  printWithoutSmtp: boolean;
+  /** Development without SMTP_URL: the file each mail is appended to (and printed) instead of sent. */
+  fileWithoutSmtp: string | undefined;
   /** The waits before each retry (the first attempt is immediate). */
   retryDelaysMs?: readonly number[];
   /** Gives up on one attempt after this long (connecting, greeting, each command). */
@@ -41,7 +45,8 @@ export interface MailerOptions {
 export const DEFAULT_MAIL_RETRY_DELAYS_MS = [2_000, 10_000, 60_000];
 
 export function createMailer(options: MailerOptions, log: FastifyBaseLogger): Mailer {
-  if (options.smtpUrl === undefined) return options.printWithoutSmtp ? printingMailer(log) : absentMailer(log);
+  if (options.smtpUrl === undefined)
+    return options.fileWithoutSmtp === undefined ? absentMailer(log) : filingMailer(options.fileWithoutSmtp, log);
   return smtpMailer(options.smtpUrl, options, log);
 }
 
@@ -102,12 +107,22 @@ function smtpMailer(url: string, options: MailerOptions, log: FastifyBaseLogger)
   };
 }
 
-function printingMailer(log: FastifyBaseLogger): Mailer {
+/** Header line of each mail in the file: the tools that read it look for the last one. */
+export const MAIL_FILE_SEPARATOR = '-----';
+
+function filingMailer(file: string, log: FastifyBaseLogger): Mailer {
   return {
     send: (mail, what, to = log) => {
+      const head = `To: ${mail.to.name} <${mail.to.address}>\nSubject: ${mail.subject}`;
+      // Written before the request answers (a synchronous append: development only), so that a
+      // command run after the answer finds the mail.
+      mkdirSync(dirname(file), { recursive: true });
+      appendFileSync(file, `${MAIL_FILE_SEPARATOR} ${new Date().toISOString()} ${what}\n${head}\n\n${mail.text}\n`, {
+        mode: 0o600,
+      });
       to.info(
-        { mail: { to: `${mail.to.name} <${mail.to.address}>`, subject: mail.subject } },
-        `${what} mail (development, no SMTP_URL: printed here instead of sent)\n\n${mail.text}`,
+        { mail: { to: `${mail.to.name} <${mail.to.address}>`, subject: mail.subject }, file },
+        `${what} mail (development, no SMTP_URL: kept in ${file} instead of sent)\n\n${mail.text}`,
       );
     },
     close: async () => {},
@@ -121,4 +136,9 @@ function absentMailer(log: FastifyBaseLogger): Mailer {
     },
     close: async () => {},
   };
+}
+
+/** Where development keeps the mails it does not send: DATA_DIR/mail.log, as an absolute path. */
+export function developmentMailFile(dataDir: string): string {
+  return resolve(dataDir, 'mail.log');
 }

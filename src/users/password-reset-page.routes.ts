@@ -1,9 +1,10 @@
-// GET /api/public/reset-password?token=…: the page a mailed reset link opens by default
-// (PASSWORD_RESET_URL): a form for the new password whose script (reset-password.js, a file of its
-// own: no inline script, so a strict Content-Security-Policy holds) calls
-// POST /api/public/password-resets/completion and says what came of it. Teams with their own app
-// point PASSWORD_RESET_URL at its page instead. No third-party asset; the token stays in the
-// address (never sent as a Referer, never cached).
+// GET /api/public/password-reset#token=…: the page a mailed reset link opens by default
+// (PASSWORD_RESET_URL): a form for the new password whose script (password-reset.js, a file of its
+// own: no inline script, so a strict Content-Security-Policy holds) reads the token from the
+// address's fragment, calls POST /api/public/password-resets/completion and says what came of it.
+// The fragment never leaves the browser: no request line, proxy or log sees the token, and no
+// Referer carries it. Teams with their own app point PASSWORD_RESET_URL at its page instead.
+// No third-party asset.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -32,16 +33,16 @@ export const RESET_PAGE_CSP =
   "form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 const ASSETS = [
-  { path: '/reset-password', file: 'reset-password.html', type: 'text/html', summary: 'The password reset page' },
+  { path: '/password-reset', file: 'password-reset.html', type: 'text/html', summary: 'The password reset page' },
   {
-    path: '/reset-password.js',
-    file: 'reset-password.js',
+    path: '/password-reset.js',
+    file: 'password-reset.js',
     type: 'text/javascript',
     summary: "The password reset page's script",
   },
   {
-    path: '/reset-password.css',
-    file: 'reset-password.css',
+    path: '/password-reset.css',
+    file: 'password-reset.css',
     type: 'text/css',
     summary: "The password reset page's style",
   },
@@ -56,9 +57,10 @@ const passwordResetPage: FastifyPluginAsyncTypebox = async (app) => {
         summary: asset.summary,
         description:
           asset.type === 'text/html'
-            ? 'The page a reset link opens (the default `PASSWORD_RESET_URL`, with `?token=…`): it asks for the ' +
+            ? 'The page a reset link opens (the default `PASSWORD_RESET_URL`, with `#token=…`): it asks for the ' +
               'new password and sends it with the token of its address to ' +
-              '`POST /api/public/password-resets/completion`. The page reads the token in the browser.'
+              '`POST /api/public/password-resets/completion`. The token is in the fragment, which the ' +
+              "browser never sends: only the page's script reads it."
             : 'A file the password reset page loads.',
         security: [],
         response: {

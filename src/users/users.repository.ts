@@ -2,7 +2,8 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { anyOf, compilable, prepare, prepareById, prepareVariants, type Statement } from '../db/prepared.js';
+import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { anyOf, prepareById } from '../db/prepared-by-id.js';
 import { countOf } from '../db/row-counts.js';
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import type { Seek, SortDirection } from '../page.js';
@@ -53,8 +54,9 @@ const selectUserById = prepareById(
   }),
 );
 
-export async function findUserById(db: Db, id: number): Promise<PublicUserRow | undefined> {
-  return (await selectUserById(db, id))[0];
+/** `gone`: true once the read's client has hung up; a read still waiting for its statement is then not sent. */
+export async function findUserById(db: Db, id: number, gone?: () => boolean): Promise<PublicUserRow | undefined> {
+  return (await selectUserById(db, id, gone))[0];
 }
 
 const selectUserV1ById = prepareById(
@@ -68,9 +70,9 @@ const selectUserV1ById = prepareById(
   }),
 );
 
-/** A user's v1 columns: `GET /api/v1/users/{id}` reads no more than it shows. */
-export async function findUserV1ById(db: Db, id: number): Promise<UserReadRow | undefined> {
-  return (await selectUserV1ById(db, id))[0];
+/** A user's v1 columns: `GET /api/v1/users/{id}` reads no more than it shows (`gone`: as findUserById). */
+export async function findUserV1ById(db: Db, id: number, gone?: () => boolean): Promise<UserReadRow | undefined> {
+  return (await selectUserV1ById(db, id, gone))[0];
 }
 
 export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {

@@ -68,7 +68,17 @@ export function userRoutes<Create extends TSchema, Replace extends TSchema, Patc
         response: { 200: schemas.user, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) =>
-        versioned(request, reply, await users.getUser(request.db, request.principal, request.params.id, v.version > 1)),
+        versioned(
+          request,
+          reply,
+          await users.getUser(
+            request.db,
+            request.principal,
+            request.params.id,
+            v.version > 1,
+            () => request.raw.socket.destroyed,
+          ),
+        ),
     });
 
     app.post('/', {

@@ -85,9 +85,16 @@ function assertAdmin(caller: Principal, what: string): void {
 }
 
 /** `withProfile` false: age and address are not read (v1 shows neither); they come back null. */
-export async function getUser(db: Db, caller: Principal, id: number, withProfile = true): Promise<User> {
+export async function getUser(
+  db: Db,
+  caller: Principal,
+  id: number,
+  withProfile = true,
+  /** True once the request's client has hung up: a read still waiting is not sent. */
+  gone?: () => boolean,
+): Promise<User> {
   assertReachable(caller, id);
-  const row = withProfile ? await repo.findUserById(db, id) : await repo.findUserV1ById(db, id);
+  const row = withProfile ? await repo.findUserById(db, id, gone) : await repo.findUserV1ById(db, id, gone);
   if (row === undefined) throw new EntityNotFound('User', id);
   return toUser(row);
 }

@@ -58,7 +58,7 @@ describe.runIf(engine === 'pglite' && available)('the password reset page in Chr
     const mail = await until('the reset mail', () =>
       received.slice(before).find((m) => JSON.stringify(m.to).includes(user.email)),
     );
-    const link = /(http:\/\/\S+\/api\/public\/reset-password\?token=[A-Za-z0-9_%-]+)/.exec(mail.text ?? '')?.[1];
+    const link = /(http:\/\/\S+\/api\/public\/password-reset#token=[A-Za-z0-9_%-]+)/.exec(mail.text ?? '')?.[1];
     expect(link, mail.text).toBeDefined();
     return { link: link!, userId: user.id };
   }
@@ -116,6 +116,10 @@ describe.runIf(engine === 'pglite' && available)('the password reset page in Chr
     expect(reused).toBe('This link has expired or has already been used: ask for a new password reset.');
     expect(proved.statusCode).toBe(204);
     expect(problems).toEqual([]);
+    // The token stays in the browser: the page's request line never carried it.
+    const pageLines = built!.logs.filter((l) => String(l.url).startsWith('/api/public/password-reset'));
+    expect(pageLines.map((l) => l.url)).toContain('/api/public/password-reset');
+    expect(pageLines.filter((l) => String(l.url).includes('token'))).toEqual([]);
   });
 
   it('shows the rule for a weak password and keeps the form; two different entries are caught first', async () => {
@@ -143,7 +147,7 @@ describe.runIf(engine === 'pglite' && available)('the password reset page in Chr
     );
 
     const expired = await submit(await open(link), 'a brand new password');
-    const bare = await open(link.replace(/\?.*$/, ''));
+    const bare = await open(link.replace(/#.*$/, ''));
     const incomplete = (await bare.getByRole('status').textContent()) ?? '';
 
     expect(expired).toBe('This link has expired or has already been used: ask for a new password reset.');

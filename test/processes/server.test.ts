@@ -9,6 +9,7 @@ import { aUserRequest } from '../support/factories.js';
 import { runServer } from '../support/process.js';
 import { engine } from '../support/test-app.js';
 import { ADMIN } from '../support/tokens.js';
+import { until } from '../support/until.js';
 
 // Process tests do not depend on the engine under test; they run once, in the embedded run.
 const run = engine === 'pglite';
@@ -31,6 +32,21 @@ describe.runIf(run)('the server process', () => {
 
     expect(code).toBe(1);
     expect(stderr).toBe('Invalid configuration: PORT must be an integer from 0 to 65535 (got "eighty")\n');
+  });
+
+  it('stops at start-up with one line naming OTEL_TRACES_SAMPLER when it is misspelt, exit code 1', async () => {
+    const { exited } = runServer({
+      DATABASE_URL: 'memory://',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidration',
+    });
+
+    const { code, stderr } = await exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe(
+      'Invalid configuration: OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio (got "parentbased_traceidration")\n',
+    );
   });
 
   it('refuses to start in production without a key', async () => {
@@ -83,6 +99,44 @@ describe.runIf(run)('the server process', () => {
     expect((await second.stop()).code).toBe(0);
     // Two starts of a process on the embedded engine: ~17 s on an idle host, twice that under CI's load.
   }, 60_000);
+
+  it('says what it does before opening and migrating a new database, in a line written at once', async () => {
+    const dataDir = await tempDir();
+    const started = runServer({ DATA_DIR: dataDir });
+    const said = await until(
+      'the line before the database work',
+      () => started.logs.find((l) => l.msg === 'opening the database and applying pending migrations'),
+      30_000,
+    );
+    const ready = started.logs.some((l) => l.msg === 'resource-api ready'); // the line came first
+    const server = await started.ready;
+
+    expect(said).toMatchObject({ engine: 'pglite', dataDir });
+    expect(ready).toBe(false);
+    expect((await server.stop()).code).toBe(0);
+  }, 60_000);
+
+  it('says at warn when production runs on the embedded engine', async () => {
+    const dataDir = await tempDir();
+    const server = await runServer({ NODE_ENV: 'production', DATA_DIR: dataDir }).ready;
+    await server.stop();
+
+    expect(server.logs.filter((l) => l.level === 40 && String(l.msg).includes('embedded engine'))).toEqual([
+      expect.objectContaining({
+        engine: 'pglite',
+        msg: `NODE_ENV=production without DATABASE_URL: running on the embedded engine (PGlite in this process, persisted under DATA_DIR ${dataDir}): fine for a demo, not for production load; set DATABASE_URL to a PostgreSQL server`,
+      }),
+    ]);
+  });
+
+  it('refuses to start in production without any of its keys, naming them all in one line', async () => {
+    const { code, stderr } = await runServer({ NODE_ENV: 'production', JWT_SECRET: '', ENCRYPTION_KEY: '' }).exited;
+
+    expect(code).toBe(1);
+    expect(stderr).toBe(
+      'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) and ENCRYPTION_KEY are required when NODE_ENV=production (the key that checks tokens; ENCRYPTION_KEY: base64 of 32 random bytes, openssl rand -base64 32)\n',
+    );
+  });
 
   it('keeps the embedded database under DATA_DIR across a restart', async () => {
     const dataDir = await tempDir();

@@ -112,6 +112,23 @@ describe.runIf(engine === 'pglite')('development secret and npm run token', asyn
     expect(claims.exp - claims.iat).toBe(24 * 3600);
   });
 
+  it('refuses a --sub that is not a user id, and a scope it does not know, with one line each', async () => {
+    const run = (...args: string[]) =>
+      exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts', ...args], { cwd: ROOT, env });
+
+    await expect(run('--sub', 'abc', '--scope', 'users:read')).rejects.toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: '--sub must be a user id (a positive integer): the token\'s sub is the caller\'s user id (got "abc")\n',
+    });
+    await expect(run('--sub', '5', '--scope', 'users:read order:read')).rejects.toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr:
+        '--scope names a scope the service does not know: "order:read" (known: admin users:read users:write orders:read orders:write products:read products:write webhooks:read webhooks:write)\n',
+    });
+  });
+
   it('answers --help with its usage, and an unknown option with an error and the usage', async () => {
     const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'scripts/token.ts', '--help'], {
       cwd: ROOT,

@@ -1,7 +1,10 @@
 // The password reset, end to end (docs/api-guide.md "Password reset"): the request mails a
 // single-use link through a real SMTP server on 127.0.0.1, the public completion sets the new
 // password, and the token never shows anywhere but in the mail.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { aUserRequest, asAdmin, createUser } from '../support/factories.js';
@@ -269,24 +272,33 @@ describe('a mail server that is down', () => {
 });
 
 describe('without SMTP_URL', () => {
-  it('development prints the whole mail, link included, to the log', async () => {
-    const { app: dev, logs: devLogs } = await buildTestApp({ NODE_ENV: 'development', PASSWORD_RESET_URL: RESET_URL });
+  it('development keeps the whole mail in DATA_DIR/mail.log before answering, and prints it without the token', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'resource-api-mail-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    const { app: dev, logs: devLogs } = await buildTestApp({ NODE_ENV: 'development', DATA_DIR: dataDir });
     const user = await createUser(dev);
+
     const response = await dev.inject({
       method: 'POST',
       url: `/api/v1/users/${user.id}/password-resets`,
       headers: { authorization: await bearer({ sub: String(user.id), scope: 'users:write' }) },
     });
-    expect(response.statusCode).toBe(202);
+    const kept = readFileSync(join(dataDir, 'mail.log'), 'utf8'); // at once: written before the answer
+    const token = /\/api\/public\/password-reset#token=([A-Za-z0-9_-]+)/.exec(kept)?.[1];
     const printed = await until('the printed mail', () =>
-      devLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('app.example.com/reset?token=')),
+      devLogs.find((l) => typeof l.msg === 'string' && l.msg.includes('mail.log instead of sent')),
     );
-    const token = /token=([A-Za-z0-9_-]+)/.exec(String(printed.msg))![1]!;
     const done = await dev.inject({
       method: 'POST',
       url: '/api/public/password-resets/completion',
       payload: { token, newPassword: 'printed and used' },
     });
+
+    expect(response.statusCode).toBe(202);
+    expect(kept).toContain(`To: ${user.name} <${user.email}>`);
+    expect(token).toBeDefined();
+    expect(printed.msg).toContain('/api/public/password-reset#token=[redacted]');
+    expect(devLogs.filter((l) => JSON.stringify(l).includes(token!))).toEqual([]);
     expect(done.statusCode).toBe(204);
   });
 
@@ -321,5 +333,42 @@ describe('the anonymous quota', () => {
       statuses.push(response.statusCode);
     }
     expect(statuses).toEqual([400, 400, 429]);
+  });
+});
+
+describe('GET /api/public/password-reset', () => {
+  it('serves the page, its script and its style under the noun path, the page under a strict policy', async () => {
+    const [page, script, style] = await Promise.all(
+      ['', '.js', '.css'].map((suffix) => app.inject({ method: 'GET', url: `/api/public/password-reset${suffix}` })),
+    );
+
+    expect([page!.statusCode, script!.statusCode, style!.statusCode]).toEqual([200, 200, 200]);
+    expect(page!.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(page!.headers['cache-control']).toBe('no-store');
+    expect(page!.headers['referrer-policy']).toBe('no-referrer');
+    expect(page!.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page!.body).toContain('<script src="password-reset.js" defer></script>');
+    expect(page!.body).toContain('<link rel="stylesheet" href="password-reset.css" />');
+    expect(script!.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect(script!.body).toContain('window.location.hash');
+    expect(style!.headers['content-type']).toBe('text/css; charset=utf-8');
+  });
+
+  it('answers the old verb paths 404, as any unknown path', async () => {
+    const paths = ['/api/public/reset-password', '/api/public/reset-password.js', '/api/public/reset-password.css'];
+
+    const answers = await Promise.all(paths.map((url) => app.inject({ method: 'GET', url })));
+    const unknown = await app.inject({ method: 'GET', url: '/api/public/no-such-page' });
+
+    expect(answers.map((a) => a.statusCode)).toEqual([404, 404, 404]);
+    expect(answers.map((a) => a.json<{ title: string }>().title)).toEqual(
+      Array(3).fill(unknown.json<{ title: string }>().title),
+    );
+  });
+
+  it('is the default PASSWORD_RESET_URL, with the token in the fragment', async () => {
+    const { config } = await buildTestApp({ BASE_URL: 'https://api.example.com/' });
+
+    expect(config.passwordReset.urlTemplate).toBe('https://api.example.com/api/public/password-reset#token={token}');
   });
 });

@@ -7,7 +7,9 @@
   const form = document.getElementById('reset');
   const button = document.getElementById('submit');
   const status = document.getElementById('status');
-  const token = new URLSearchParams(window.location.search).get('token');
+  // The link carries the token in its fragment (#token=…), which a browser never sends to a
+  // server, a proxy or a log: only this script reads it.
+  const token = new URLSearchParams(window.location.hash.slice(1)).get('token');
 
   const say = (text, kind) => {
     status.textContent = text;
