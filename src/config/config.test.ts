@@ -58,12 +58,21 @@ describe('loadConfig', () => {
       enabled: true,
       minLimit: 8,
       maxLimit: 1000,
+      budgetMs: 250,
       eventLoopDelayMs: 100,
     });
     expect(
-      loadConfig({ OVERLOAD_PROTECTION: 'false', CONCURRENCY_LIMIT_MIN: '2', CONCURRENCY_LIMIT_MAX: '4' }, noFiles)
-        .overload,
-    ).toMatchObject({ enabled: false, minLimit: 2, maxLimit: 4 });
+      loadConfig(
+        {
+          OVERLOAD_PROTECTION: 'false',
+          CONCURRENCY_LIMIT_MIN: '2',
+          CONCURRENCY_LIMIT_MAX: '4',
+          LATENCY_BUDGET_MS: '100',
+        },
+        noFiles,
+      ).overload,
+    ).toMatchObject({ enabled: false, minLimit: 2, maxLimit: 4, budgetMs: 100 });
+    expect(() => loadConfig({ LATENCY_BUDGET_MS: '5' }, noFiles)).toThrow(/LATENCY_BUDGET_MS/);
     expect(() => loadConfig({ CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '5' }, noFiles)).toThrow(
       'Invalid configuration: CONCURRENCY_LIMIT_MAX must be at least CONCURRENCY_LIMIT_MIN (got 5 < 10)',
     );
@@ -99,7 +108,7 @@ describe('loadConfig', () => {
   });
 
   it('refuses to start in production without a key', () => {
-    expect(() => loadConfig({ NODE_ENV: 'production' }, noFiles)).toThrow(
+    expect(() => loadConfig({ NODE_ENV: 'production', ENCRYPTION_KEY: KEY }, noFiles)).toThrow(
       new ConfigError(
         'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
       ),
@@ -107,6 +116,14 @@ describe('loadConfig', () => {
     expect(
       loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32), ENCRYPTION_KEY: KEY }, noFiles).jwt.secret,
     ).toBe('s'.repeat(32));
+  });
+
+  it('names every key a production start lacks in one line', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' }, noFiles)).toThrow(
+      new ConfigError(
+        'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) and ENCRYPTION_KEY are required when NODE_ENV=production (the key that checks tokens; ENCRYPTION_KEY: base64 of 32 random bytes, openssl rand -base64 32)',
+      ),
+    );
   });
 
   it('refuses to start in production without ENCRYPTION_KEY, and any environment with a key that is not 32 bytes', () => {

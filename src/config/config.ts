@@ -92,11 +92,13 @@ export interface Config {
   readonly mail: { readonly smtpUrl: string | undefined; readonly from: string };
   /** The password reset's link (`{token}` is replaced) and how long a token lasts. */
   readonly passwordReset: { readonly urlTemplate: string; readonly ttlMinutes: number };
-  /** docs/operations.md#overload: the adaptive limit on requests in flight, and its bounds. */
+  /** docs/operations.md#overload: the adaptive limit on requests in flight, its bounds and the budget. */
   readonly overload: {
     readonly enabled: boolean;
     readonly minLimit: number;
     readonly maxLimit: number;
+    /** LATENCY_BUDGET_MS: what the instance answers within, or refuses (ms). */
+    readonly budgetMs: number;
     /** The backstop: a mean event-loop delay past this refuses new requests (0: off). */
     readonly eventLoopDelayMs: number;
   };
@@ -109,6 +111,21 @@ export interface Config {
     readonly idleTransactionMs: number;
   };
 }
+
+/** What a production start lacks: its line alone, and its name and hint among others. */
+const MISSING_IN_PRODUCTION = {
+  jwt: {
+    name: 'JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL)',
+    hint: 'the key that checks tokens',
+    alone: 'JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
+  },
+  encryption: {
+    name: 'ENCRYPTION_KEY',
+    hint: 'ENCRYPTION_KEY: base64 of 32 random bytes, openssl rand -base64 32',
+    alone:
+      'ENCRYPTION_KEY is required when NODE_ENV=production: base64 of 32 random bytes (openssl rand -base64 32); it encrypts webhook secrets and stored answers in the database',
+  },
+};
 
 /** Chosen from the mixed load (90% reads, 10% orders) on 2 cores: docs/benchmark-log.md. */
 export const DEFAULT_POOL_SIZE = 8;
@@ -178,11 +195,12 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     OVERLOAD_PROTECTION: merged.OVERLOAD_PROTECTION ?? 'true',
     CONCURRENCY_LIMIT_MIN: merged.CONCURRENCY_LIMIT_MIN ?? '8',
     CONCURRENCY_LIMIT_MAX: merged.CONCURRENCY_LIMIT_MAX ?? '1000',
+    LATENCY_BUDGET_MS: merged.LATENCY_BUDGET_MS ?? '250',
     EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '100',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
     PASSWORD_RESET_URL:
-      merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/api/public/reset-password?token={token}`,
+      merged.PASSWORD_RESET_URL ?? `${baseUrl.replace(/\/+$/, '')}/api/public/password-reset#token={token}`,
     PASSWORD_RESET_TTL_MINUTES: merged.PASSWORD_RESET_TTL_MINUTES ?? '60',
   };
   const defined = Object.fromEntries(Object.entries(raw).filter(([, value]) => value !== undefined));
@@ -223,20 +241,21 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     throw new ConfigError(
       'Invalid configuration: JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_URL are exclusive; set only one',
     );
-  if (nodeEnv === 'production' && keyCount === 0) {
-    throw new ConfigError(
-      'Invalid configuration: JWT_SECRET (or JWT_PUBLIC_KEY or JWT_JWKS_URL) is required when NODE_ENV=production',
-    );
-  }
-
   for (const name of ['ENCRYPTION_KEY', 'ENCRYPTION_KEY_PREVIOUS'] as const) {
     const value = e[name];
     if (value !== undefined && parseEncryptionKey(value) === undefined) fail(name, EnvSchema.properties[name], value);
   }
-  if (nodeEnv === 'production' && e.ENCRYPTION_KEY === undefined) {
-    throw new ConfigError(
-      'Invalid configuration: ENCRYPTION_KEY is required when NODE_ENV=production: base64 of 32 random bytes (openssl rand -base64 32); it encrypts webhook secrets and stored answers in the database',
-    );
+  // Every key production lacks, in one line: an operator who set none learns of both at once.
+  if (nodeEnv === 'production') {
+    const missing = [
+      ...(keyCount === 0 ? [MISSING_IN_PRODUCTION.jwt] : []),
+      ...(e.ENCRYPTION_KEY === undefined ? [MISSING_IN_PRODUCTION.encryption] : []),
+    ];
+    if (missing.length === 1) throw new ConfigError(`Invalid configuration: ${missing[0]?.alone ?? ''}`);
+    if (missing.length > 1)
+      throw new ConfigError(
+        `Invalid configuration: ${missing.map((m) => m.name).join(' and ')} are required when NODE_ENV=production (${missing.map((m) => m.hint).join('; ')})`,
+      );
   }
 
   if (e.CONCURRENCY_LIMIT_MAX < e.CONCURRENCY_LIMIT_MIN)
@@ -307,6 +326,7 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
       enabled: e.OVERLOAD_PROTECTION,
       minLimit: e.CONCURRENCY_LIMIT_MIN,
       maxLimit: e.CONCURRENCY_LIMIT_MAX,
+      budgetMs: e.LATENCY_BUDGET_MS,
       eventLoopDelayMs: e.EVENT_LOOP_DELAY_LIMIT_MS,
     },
     timeouts: {

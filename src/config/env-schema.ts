@@ -126,6 +126,7 @@ export const EnvSchema = Type.Object({
   OVERLOAD_PROTECTION: Type.Boolean({ description: 'true or false' }),
   CONCURRENCY_LIMIT_MIN: Type.Integer({ minimum: 1, maximum: 100_000, description: 'an integer from 1 to 100000' }),
   CONCURRENCY_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000, description: 'an integer from 1 to 100000' }),
+  LATENCY_BUDGET_MS: Type.Integer({ minimum: 10, maximum: 60_000, description: 'milliseconds, from 10 to 60000' }),
   EVENT_LOOP_DELAY_LIMIT_MS: Type.Integer({
     minimum: 0,
     maximum: 60_000,

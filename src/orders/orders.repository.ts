@@ -3,7 +3,8 @@
 import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../db/database.js';
-import { anyOf, compilable, prepare, prepareById, prepareVariants, type Statement } from '../db/prepared.js';
+import { compilable, prepare, prepareVariants, type Statement } from '../db/prepared.js';
+import { anyOf, prepareById } from '../db/prepared-by-id.js';
 import { pageAndTotal, pageMode, pageQuery, type PageMode } from '../db/keyset.js';
 import { countOf } from '../db/row-counts.js';
 import type { Seek, SortDirection } from '../page.js';
@@ -38,10 +39,20 @@ const selectCustomerOrder = prepare(
   { warmUp: [0, 0], repeatable: true },
 );
 
-/** The order, if it exists and the caller may see it. */
-export async function findOrder(db: Db, id: number, visibility: Visibility): Promise<OrderRow | undefined> {
+/**
+ * The order, if it exists and the caller may see it. `gone`: true once the read's client has hung
+ * up; an admin's read still waiting for its gathered statement is then not sent.
+ */
+export async function findOrder(
+  db: Db,
+  id: number,
+  visibility: Visibility,
+  gone?: () => boolean,
+): Promise<OrderRow | undefined> {
   const rows =
-    visibility === 'all' ? await selectOrder(db, id) : await selectCustomerOrder(db, id, visibility.customerId ?? -1);
+    visibility === 'all'
+      ? await selectOrder(db, id, gone)
+      : await selectCustomerOrder(db, id, visibility.customerId ?? -1);
   return rows[0];
 }
 

@@ -49,7 +49,11 @@ export function orderRoutes(tags: string[]): FastifyPluginAsyncTypebox {
         response: { 200: OrderDetailSchema, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
       },
       handler: async (request, reply) =>
-        versioned(request, reply, await orders.getOrder(request.db, request.principal, request.params.id)),
+        versioned(
+          request,
+          reply,
+          await orders.getOrder(request.db, request.principal, request.params.id, () => request.raw.socket.destroyed),
+        ),
     });
 
     app.patch('/:id', {

@@ -136,8 +136,9 @@ export async function placeOrder(db: Db, caller: Principal, input: PlaceOrder): 
   return toOrderDetail(placed.order);
 }
 
-export async function getOrder(db: Db, caller: Principal, id: number): Promise<VersionedOrder> {
-  const row = await repo.findOrder(db, id, visibilityFor(caller));
+/** `gone`: true once the request's client has hung up (a read still waiting is not sent). */
+export async function getOrder(db: Db, caller: Principal, id: number, gone?: () => boolean): Promise<VersionedOrder> {
+  const row = await repo.findOrder(db, id, visibilityFor(caller), gone);
   if (row === undefined) throw new EntityNotFound('Order', id);
   return toOrderDetail(row);
 }

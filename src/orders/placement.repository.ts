@@ -207,7 +207,11 @@ interface QueuedOrder extends OrderToPlace {
   span: Span | undefined;
 }
 
-/** At most this many orders share a statement: PostgreSQL's cost per order is ~130 µs at 16 (docs/benchmark-log.md). */
+/**
+ * At most this many orders share a statement: most of a statement's cost is per statement, not
+ * per order, and past 16 what is left to gain is small against a longer wait for the orders of a
+ * turn (docs/benchmark-log.md has the measurements).
+ */
 const MAX_ORDERS_PER_STATEMENT = 16;
 
 const batchers = new WeakMap<Db, Batcher<QueuedOrder, Placement>>();

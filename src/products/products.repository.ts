@@ -4,7 +4,8 @@ import type { IfMatch } from '../preconditions.js';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { isUniqueViolation } from '../db/pg-errors.js';
-import { anyOf, prepare, prepareById } from '../db/prepared.js';
+import { prepare } from '../db/prepared.js';
+import { anyOf, prepareById } from '../db/prepared-by-id.js';
 import { Conflict } from '../errors.js';
 import type { NewProductRow, ProductRow } from './products.table.js';
 
@@ -25,8 +26,9 @@ const selectProductById = prepareById(
   }),
 );
 
-export async function findProductById(db: Db, id: number): Promise<ProductRow | undefined> {
-  return (await selectProductById(db, id))[0];
+/** `gone`: true once the read's client has hung up; a read still waiting for its statement is then not sent. */
+export async function findProductById(db: Db, id: number, gone?: () => boolean): Promise<ProductRow | undefined> {
+  return (await selectProductById(db, id, gone))[0];
 }
 
 export function insertProduct(db: Db, row: NewProductRow): Promise<ProductRow> {

@@ -39,7 +39,7 @@ const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ProductSchema, 304: NoContentSchema, ...problemResponses(400, 401, 403, 404) },
     },
     handler: async (request, reply) => {
-      const product = await products.getProduct(request.db, request.params.id);
+      const product = await products.getProduct(request.db, request.params.id, () => request.raw.socket.destroyed);
       const etag = etagFor(product.version);
       reply.header('etag', etag).header('cache-control', PRODUCT_CACHE_CONTROL);
       if (noneMatchHits(request.headers['if-none-match'], etag)) return reply.code(304).send(undefined);

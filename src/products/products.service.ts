@@ -23,8 +23,9 @@ export function toProduct(row: ProductRow): Product {
   };
 }
 
-export async function getProduct(db: Db, id: number): Promise<Product> {
-  const row = await repo.findProductById(db, id);
+/** `gone`: true once the request's client has hung up (a read still waiting is not sent). */
+export async function getProduct(db: Db, id: number, gone?: () => boolean): Promise<Product> {
+  const row = await repo.findProductById(db, id, gone);
   if (row === undefined) throw new EntityNotFound('Product', id);
   return toProduct(row);
 }

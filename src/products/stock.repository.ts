@@ -2,7 +2,8 @@
 // `available >= quantity` check make overselling impossible under any concurrency.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
-import { anyOf, prepare, prepareById } from '../db/prepared.js';
+import { prepare } from '../db/prepared.js';
+import { anyOf, prepareById } from '../db/prepared-by-id.js';
 import type { StockRow } from './products.table.js';
 
 export async function insertStock(db: Db, productId: number): Promise<void> {
@@ -27,8 +28,9 @@ const selectStock = prepareById(
   (row) => row.product_id,
 );
 
-export async function findStock(db: Db, productId: number): Promise<StockRow | undefined> {
-  return (await selectStock(db, productId))[0];
+/** `gone`: true once the read's client has hung up; a read still waiting for its statement is then not sent. */
+export async function findStock(db: Db, productId: number, gone?: () => boolean): Promise<StockRow | undefined> {
+  return (await selectStock(db, productId, gone))[0];
 }
 
 export function setAvailable(db: Db, productId: number, available: number): Promise<StockRow | undefined> {

@@ -19,7 +19,8 @@ const stockRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: ProductIdParamSchema,
       response: { 200: StockSchema, ...problemResponses(400, 401, 403, 404) },
     },
-    handler: async (request) => stock.getStock(request.db, request.params.productId),
+    handler: async (request) =>
+      stock.getStock(request.db, request.params.productId, () => request.raw.socket.destroyed),
   });
 
   app.put('/:productId', {

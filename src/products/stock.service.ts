@@ -14,8 +14,9 @@ export function toStock(row: StockRow): Stock {
   };
 }
 
-export async function getStock(db: Db, productId: number): Promise<Stock> {
-  const row = await repo.findStock(db, productId);
+/** `gone`: true once the request's client has hung up (a read still waiting is not sent). */
+export async function getStock(db: Db, productId: number, gone?: () => boolean): Promise<Stock> {
+  const row = await repo.findStock(db, productId, gone);
   if (row === undefined) throw new EntityNotFound('Product', productId);
   return toStock(row);
 }

@@ -1,9 +1,9 @@
 // Trace and span ids for the OpenTelemetry SDK (its IdGenerator interface): random bytes from
 // the system's CSPRNG, hex-encoded 4 KiB at a time, each id a slice of that text. The SDK's own
-// generator writes Math.random() into a buffer and hex-encodes it for each id: ~250 ns for the
-// two ids of a request's span, against ~110 ns here (npm run bench:tracing-sdk), paid by
-// every request while tracing is on, sampled or not. Math.random's ids can also be told from
-// the ones before them; these cannot.
+// generator writes Math.random() into a buffer and hex-encodes it for each id, a cost every
+// request pays while tracing is on, sampled or not; slicing a pooled hex string is cheaper
+// (`npm run bench:tracing-sdk` times both; docs/tracing.md has the figures). Math.random's ids
+// can also be told from the ones before them; these cannot.
 import { randomFillSync } from 'node:crypto';
 import type { IdGenerator } from '@opentelemetry/sdk-trace-node';
 

@@ -59,7 +59,10 @@ export function serverSpanStarter(): ServerSpans | undefined {
 export interface Tracing {
   /** Sends what is buffered (tests, and shutdown). */
   flush(): Promise<void>;
-  /** Flushes and stops: no span is recorded afterwards. */
+  /**
+   * Flushes and stops: no span is recorded afterwards. A final export that fails is told through
+   * `logTo`'s line (every line while shutting down), not thrown.
+   */
   shutdown(): Promise<void>;
   /**
    * Where the SDK's own warnings and errors go (a failed export: a refused connection, a 4xx or
@@ -95,6 +98,39 @@ export function otlpProtocol(env: Env): 'http/protobuf' | 'http/json' | { invali
   };
 }
 
+/** The OTEL_TRACES_SAMPLER values served: the SDK's own, less the remote ones (jaeger_remote, xray). */
+export const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type SamplerName = (typeof SAMPLERS)[number];
+
+/**
+ * OTEL_TRACES_SAMPLER and, for the ratio samplers, OTEL_TRACES_SAMPLER_ARG (a ratio from 0 to 1,
+ * default 1), or a one-line message: a misspelt sampler must not sample everything silently.
+ */
+export function samplerSetting(env: Env): { name: SamplerName; ratio: number } | { invalid: string } {
+  const given = set(env.OTEL_TRACES_SAMPLER) ?? 'parentbased_always_on';
+  const name = SAMPLERS.find((known) => known === given);
+  if (name === undefined)
+    return {
+      invalid: `Invalid configuration: OTEL_TRACES_SAMPLER must be one of ${SAMPLERS.join(', ')} (got ${JSON.stringify(given)})`,
+    };
+  if (name.endsWith('always_off')) return { name, ratio: 0 };
+  if (!name.endsWith('traceidratio')) return { name, ratio: 1 };
+  const arg = set(env.OTEL_TRACES_SAMPLER_ARG);
+  const ratio = arg === undefined ? 1 : Number(arg);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1)
+    return {
+      invalid: `Invalid configuration: OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1 for ${name} (got ${JSON.stringify(arg)})`,
+    };
+  return { name, ratio };
+}
+
 /**
  * Marks a request's extracted context when its caller is not a trusted proxy (http-spans.ts):
  * the caller's trace id is continued, but its `sampled` flag is not obeyed.
@@ -108,15 +144,9 @@ export const UNTRUSTED_PARENT = createContextKey('resource-api: the parent came 
  * could have every one of its requests traced by sending `traceparent` with the flag `01`.
  */
 export function samplerFromEnv(env: Env): Sampler {
-  const name = set(env.OTEL_TRACES_SAMPLER) ?? 'parentbased_always_on';
-  const arg = Number(set(env.OTEL_TRACES_SAMPLER_ARG) ?? '1');
-  const ratio = name.endsWith('always_off')
-    ? 0
-    : name.endsWith('traceidratio')
-      ? Number.isFinite(arg) && arg >= 0 && arg <= 1
-        ? arg
-        : 1
-      : 1;
+  const setting = samplerSetting(env);
+  if ('invalid' in setting) throw new Error(setting.invalid);
+  const { name, ratio } = setting;
   const root = new TraceIdRatioBasedSampler(ratio);
   return new CallerTrustSampler(name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root, ratio);
 }
@@ -155,13 +185,15 @@ class CallerTrustSampler implements Sampler {
 
 /**
  * Starts tracing when the environment asks for it (the SDK reads the OTEL_* variables from
- * process.env); undefined when it does not. Throws with one line when the protocol is not one
- * served. Call once, before the app is built.
+ * process.env); undefined when it does not. Throws with one line when the protocol or the sampler
+ * is not one served. Call once, before the app is built.
  */
 export function startTracing(env: Env = process.env, version = 'unknown'): Tracing | undefined {
   if (!tracingRequested(env)) return undefined;
   const protocol = otlpProtocol(env);
   if (typeof protocol !== 'string') throw new Error(protocol.invalid);
+  const setting = samplerSetting(env);
+  if ('invalid' in setting) throw new Error(setting.invalid);
   const resource = resourceFromAttributes({ 'service.name': 'resource-api', 'service.version': version }).merge(
     detectResources({ detectors: [envDetector] }),
   );
@@ -180,20 +212,30 @@ export function startTracing(env: Env = process.env, version = 'unknown'): Traci
   provider.register({ propagator: new W3CTraceContextPropagator(), contextManager: null });
   active = provider.getTracer('resource-api', version);
   serverSpans = new ServerSpans(active, sampler, ids);
+  let closing = false;
   return {
     flush: () => provider.forceFlush(),
     shutdown: async () => {
       active = undefined;
       serverSpans = undefined;
-      diag.disable();
-      await provider.shutdown();
+      // The diagnostics stay on through the final flush: a last export that fails is told.
+      // (A failed final export rejects the SDK's shutdown instead of reaching its diagnostics.)
+      closing = true;
+      try {
+        await provider.shutdown();
+      } catch (error) {
+        diag.error('the last spans could not be exported:', error);
+      } finally {
+        diag.disable();
+      }
     },
     logTo(warn) {
       let last = Number.NEGATIVE_INFINITY;
       let suppressed = 0;
       const line = (message: string, ...args: unknown[]): void => {
         const now = performance.now();
-        if (now - last < EXPORT_LOG_EVERY_MS) {
+        // While shutting down, every line: nothing comes after them to tell of those left out.
+        if (!closing && now - last < EXPORT_LOG_EVERY_MS) {
           suppressed++;
           return;
         }

@@ -13,6 +13,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { answerBinding } from '../../src/crypto/encryption.js';
+import { rewriteAnswerBodies } from '../../src/crypto/reencrypt.repository.js';
 import { loadConfig } from '../../src/config/config.js';
 import { asAdmin, aUserRequest, createUser } from '../support/factories.js';
 import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
@@ -93,10 +94,10 @@ async function notInForm(prefix: string): Promise<string[]> {
 }
 
 /** Another instance on the same database, with its own keys; closed by the caller. */
-async function instanceWith(env: Record<string, string | undefined>): Promise<FastifyInstance> {
+async function instanceWith(env: Record<string, string | undefined>, db = app.db): Promise<FastifyInstance> {
   const base = testConfig(settings);
   const keys = loadConfig({ NODE_ENV: 'test', ...env });
-  return buildApp({ config: { ...base, encryption: keys.encryption }, db: app.db });
+  return buildApp({ config: { ...base, encryption: keys.encryption }, db });
 }
 
 describe('a subscription secret', () => {
@@ -207,20 +208,118 @@ describe('the background pass', () => {
     await sql`delete from webhook_subscriptions where id = ${made[0]!.id}`.execute(app.db);
   });
 
-  it('reads only its record at a start after a finished pass, with no previous key configured', async () => {
+  it('converts at a later start what an instance of the earlier version wrote after the first pass (a rolling upgrade)', async () => {
     const first = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
     expect(await first.secretsReencrypted).not.toHaveProperty('undecryptable');
     await first.close();
-    // Written behind its back, in clear: a start that walked the tables would encrypt it.
+    // Written after that pass by an instance still on the earlier version: in clear.
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
     const { rows } = await sql<{ id: number }>`
-      insert into webhook_subscriptions (url, events, secret) values (${urlOf('unseen')}, ${['user.created']}, ${secret})
+      insert into webhook_subscriptions (url, events, secret) values (${urlOf('upgrade')}, ${['user.created']}, ${secret})
       returning id`.execute(app.db);
+    const key = randomUUID();
+    const answer = JSON.stringify({ written: 'by the earlier version' });
+    await sql`
+      insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+      values (${ADMIN_SUBJECT}, ${key}, 'f', 200, '{}', ${answer}, now() + interval '1 hour')`.execute(app.db);
+
     const second = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
-    expect(await second.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0, skipped: true });
-    expect(await dump(app.db)).toContain(secret.slice('whsec_'.length));
+    const counts = await second.secretsReencrypted;
+    const dumped = await dump(app.db);
     await second.close();
+
+    expect(counts).toEqual({ subscriptions: 1, answers: 1 });
+    expect(dumped).not.toContain(secret.slice('whsec_'.length));
+    expect(dumped).not.toContain('by the earlier version');
     await sql`delete from webhook_subscriptions where id = ${rows[0]!.id}`.execute(app.db);
+    await sql`delete from idempotency_keys where key = ${key}`.execute(app.db);
+  });
+
+  it('once settled (a day and an hour after the first pass of the form), walks the secrets only', async () => {
+    const first = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    await first.secretsReencrypted;
+    await first.close();
+    await sql`update encryption_passes set started_at = now() - interval '25 hours 1 minute'`.execute(app.db);
+    const secret = `whsec_${randomBytes(32).toString('base64')}`;
+    const { rows } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret) values (${urlOf('settled')}, ${['user.created']}, ${secret})
+      returning id`.execute(app.db);
+    const key = randomUUID();
+    await sql`
+      insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+      values (${ADMIN_SUBJECT}, ${key}, 'f', 200, '{}', ${'{"late":"answer"}'}, now() + interval '1 hour')`.execute(
+      app.db,
+    );
+
+    const settled = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY });
+    const counts = await settled.secretsReencrypted;
+    const dumped = await dump(app.db);
+    await settled.close();
+
+    expect(counts).toEqual({ subscriptions: 1, answers: 0, settled: true });
+    expect(dumped).not.toContain(secret.slice('whsec_'.length));
+    expect(dumped).toContain('late'); // an answer is not read once settled: it is gone at its expiry
+    await sql`delete from webhook_subscriptions where id = ${rows[0]!.id}`.execute(app.db);
+    await sql`delete from idempotency_keys where key = ${key}`.execute(app.db);
+  });
+
+  it('loads the webhook secrets a batch at a time', async () => {
+    await sql`delete from encryption_passes`.execute(app.db);
+    const { rows: made } = await sql<{ id: number }>`
+      insert into webhook_subscriptions (url, events, secret, enabled)
+      select ${urlOf('batch')} || n, ${['user.created']}, 'whsec_' || md5(n::text), false
+        from generate_series(1, 501) as n
+      returning id`.execute(app.db);
+    const loads: number[] = [];
+    let loading: unknown;
+    const watched = app.db.withPlugin({
+      transformQuery: ({ node, queryId }) => {
+        const text = node.kind === 'RawNode' ? node.sqlFragments.join('?') : '';
+        if (text.includes('select id, secret, previous_secret from webhook_subscriptions')) loading = queryId;
+        return node;
+      },
+      transformResult: async ({ result, queryId }) => {
+        if (queryId === loading) loads.push(result.rows.length);
+        return result;
+      },
+    });
+
+    const next = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }, watched);
+    const counts = await next.secretsReencrypted;
+    await next.close();
+
+    expect(counts.subscriptions).toBe(501);
+    expect(loads).toEqual([500, 1, 0]);
+    await sql`delete from webhook_subscriptions where id in (${sql.join(made.map((r) => r.id))})`.execute(app.db);
+  });
+
+  it('rewrites the answers of a batch in one statement, each only if it still holds the value read', async () => {
+    const keys = Array.from({ length: 3 }, () => randomUUID());
+    for (const key of keys)
+      await sql`
+        insert into idempotency_keys (subject, key, fingerprint, status, headers, body, expires_at)
+        values (${ADMIN_SUBJECT}, ${key}, 'f', 200, '{}', ${`read ${key}`}, now() + interval '1 hour')`.execute(app.db);
+    await sql`update idempotency_keys set body = 'changed meanwhile' where key = ${keys[2]!}`.execute(app.db);
+    let statements = 0;
+    const counted = app.db.withPlugin({
+      transformQuery: ({ node }) => {
+        statements++;
+        return node;
+      },
+      transformResult: async ({ result }) => result,
+    });
+
+    const written = await rewriteAnswerBodies(
+      counted,
+      keys.map((key) => ({ subject: ADMIN_SUBJECT, key, body: `read ${key}`, next: `next ${key}` })),
+    );
+    const { rows } = await sql<{ body: string }>`
+      select body from idempotency_keys where key in (${sql.join(keys)}) order by body`.execute(app.db);
+
+    expect(statements).toBe(1);
+    expect(written).toBe(2);
+    expect(rows.map((r) => r.body)).toEqual(['changed meanwhile', `next ${keys[0]!}`, `next ${keys[1]!}`].sort());
+    await sql`delete from idempotency_keys where key in (${sql.join(keys)})`.execute(app.db);
   });
 });
 
@@ -326,7 +425,7 @@ describe('ENCRYPTION_KEY', () => {
     // A fingerprint made under the old key cannot be checked any more (an HMAC is not
     // re-encrypted): the old key goes once IDEMPOTENCY_TTL_HOURS have passed since the rotation.
     const after = await instanceWith({ ENCRYPTION_KEY: next });
-    expect(await after.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0, skipped: true });
+    expect(await after.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
     expect(await notInForm(after.encryption.currentPrefix)).toEqual([]);
     const replayed = await asAdmin(after)({
       method: 'POST',

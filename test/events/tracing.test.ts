@@ -175,6 +175,19 @@ describe('a read', () => {
     expect(server.span.parentSpanId).toBe('00f067aa0ba902b7');
   });
 
+  it('carries no query string in any attribute: a credential in the URL stays out of the trace', async () => {
+    const user = await createUser(app);
+    const read = await api({ method: 'GET', url: `/api/v1/users/${user.id}?token=secret123&page=1` });
+
+    const server = await serverSpanOf(String(read.headers['x-request-id']));
+
+    expect(server.attributes['url.path']).toBe(`/api/v1/users/${user.id}`);
+    expect(server.attributes).not.toHaveProperty('url.query');
+    expect(server.attributes).not.toHaveProperty('url.full');
+    expect(JSON.stringify(server)).not.toContain('secret123');
+    expect(logs.filter((l) => JSON.stringify(l).includes('secret123'))).toEqual([]);
+  });
+
   it('is not an error when it is a 404; a 5xx is', async () => {
     const missing = await api({ method: 'GET', url: '/api/v1/users/987654321' });
     expect(missing.statusCode).toBe(404);
@@ -420,7 +433,7 @@ describe('log lines', () => {
       expect(reset.status).toBe(202);
       // Development prints the mail to the log, from inside the request.
       const mail = await until('the printed mail', () =>
-        service.logs.find((l) => typeof l.msg === 'string' && l.msg.includes('reset-password?token=')),
+        service.logs.find((l) => typeof l.msg === 'string' && l.msg.includes('/api/public/password-reset#token=')),
       );
       expect(mail.trace_id).toMatch(/^[0-9a-f]{32}$/);
       expect((await service.stop()).code).toBe(0);

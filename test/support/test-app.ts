@@ -10,6 +10,7 @@ import { buildApp, type BuildAppOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
 import { prepareDatabase } from '../../src/db/migrate.js';
+import { loggerOptions } from '../../src/logger.js';
 import { openapiConformance, violations } from './openapi-conformance.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
@@ -75,9 +76,21 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
   });
 }
 
+export interface TestAppOptions extends Pick<
+  BuildAppOptions,
+  'plugins' | 'resolveHost' | 'eventStream' | 'mail' | 'auth' | 'logLinesDropped'
+> {
+  /**
+   * PostgreSQL only: a front of the test's own between the app's pool and its database (a relay
+   * that can stop answering): given DATABASE_URL, the URL to use instead. Migrations and the
+   * LISTEN session keep the database's own address (DATABASE_DIRECT_URL).
+   */
+  front?: (url: string) => Promise<string>;
+}
+
 export async function buildTestApp(
   env: Record<string, string | undefined> = {},
-  options: Pick<BuildAppOptions, 'plugins' | 'resolveHost' | 'eventStream' | 'mail' | 'auth'> = {},
+  options: TestAppOptions = {},
 ): Promise<TestApp> {
   let config = testConfig(env);
   // A file's own schema; behind a transaction pooler, which cannot carry a search_path, its own
@@ -94,8 +107,19 @@ export async function buildTestApp(
     await admin.end();
     config = testConfig({ ...databaseEnv(database), ...env });
   }
-  const { db } = await createDatabase(config.database, schema ? { schema } : {});
+  const { front, auth, ...others } = options;
+  if (front !== undefined && config.database.kind === 'postgres') {
+    const { url, directUrl, pooler } = config.database;
+    config = testConfig({
+      ...env,
+      DATABASE_URL: await front(url),
+      DATABASE_DIRECT_URL: directUrl,
+      DATABASE_POOLER: pooler,
+    });
+  }
+  const { db, saveImage } = await createDatabase(config.database, schema ? { schema } : {});
   await prepareDatabase(config.database, db, schema ? { schema } : {});
+  await saveImage?.(); // the next file's database starts from it (src/db/pglite-image.ts)
 
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -105,11 +129,10 @@ export async function buildTestApp(
     },
   });
   // A short JWKS cooldown lets the key-rotation test run in a second instead of thirty.
-  const { auth, ...others } = options;
   const app = await buildApp({
     config,
     db,
-    logger: pino({ level: 'info' }, sink),
+    logger: pino(loggerOptions('info'), sink),
     auth: { jwksCooldownMs: 1000, ...auth },
     observers: [openapiConformance],
     ...others,
@@ -121,7 +144,7 @@ export async function buildTestApp(
     await app.close();
     await db.destroy();
     if (schema && config.database.kind === 'postgres') {
-      const sql = postgres(config.database.url, { max: 1, onnotice: () => {} });
+      const sql = postgres(config.database.directUrl, { max: 1, onnotice: () => {} });
       await sql.unsafe(`drop schema if exists ${schema} cascade`);
       await sql.end();
     }

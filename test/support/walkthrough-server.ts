@@ -1,7 +1,7 @@
 // A fresh service for the walk-throughs of docs/ (test/processes/api-guide.test.ts): development mode on
-// an in-memory database, its log also written to a file that a command can read (the password
-// reset's mail), and the commands rewritten to reach it.
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+// an in-memory database, with a DATA_DIR of its own (its secrets, the mails it keeps), and the
+// commands rewritten to reach it.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runServer, type ServerProcess } from './process.js';
@@ -18,7 +18,6 @@ export interface WalkthroughServer {
 
 export async function startWalkthroughServer(): Promise<WalkthroughServer> {
   const dir = mkdtempSync(join(tmpdir(), 'resource-api-walk-'));
-  const log = join(dir, 'server.log');
   const started = runServer({
     NODE_ENV: 'development',
     // The URLs in answers (Location, Link, problem types) read as the docs show them.
@@ -28,7 +27,6 @@ export async function startWalkthroughServer(): Promise<WalkthroughServer> {
     RATE_LIMIT_PER_MINUTE: '0',
     RATE_LIMIT_ANONYMOUS_PER_MINUTE: '0',
   });
-  started.child.stdout?.on('data', (chunk: Buffer) => appendFileSync(log, chunk));
   const server = await started.ready;
   const { port } = new URL(server.url);
   return {
@@ -42,11 +40,7 @@ export async function startWalkthroughServer(): Promise<WalkthroughServer> {
       JWT_SECRET: TEST_JWT_SECRET,
       ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     },
-    rewrite: (command) =>
-      command.startsWith('RESET=')
-        ? // The token of the last reset mail the service printed (it prints once the reset has committed).
-          `for i in $(seq 100); do RESET=$(grep -o 'token=[A-Za-z0-9_-]*' '${log}' | tail -n 1 | cut -d= -f2); [ -n "$RESET" ] && break; sleep 0.05; done`
-        : command.replaceAll('localhost:8080', `127.0.0.1:${port}`),
+    rewrite: (command) => command.replaceAll('localhost:8080', `127.0.0.1:${port}`),
     stop: async () => {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });

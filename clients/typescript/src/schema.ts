@@ -84,7 +84,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/public/reset-password": {
+    "/api/public/password-reset": {
         parameters: {
             query?: never;
             header?: never;
@@ -93,9 +93,9 @@ export interface paths {
         };
         /**
          * The password reset page
-         * @description The page a reset link opens (the default `PASSWORD_RESET_URL`, with `?token=…`): it asks for the new password and sends it with the token of its address to `POST /api/public/password-resets/completion`. The page reads the token in the browser.
+         * @description The page a reset link opens (the default `PASSWORD_RESET_URL`, with `#token=…`): it asks for the new password and sends it with the token of its address to `POST /api/public/password-resets/completion`. The token is in the fragment, which the browser never sends: only the page's script reads it.
          */
-        get: operations["getResetPassword"];
+        get: operations["getPasswordReset"];
         put?: never;
         post?: never;
         delete?: never;
@@ -104,7 +104,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/public/reset-password.js": {
+    "/api/public/password-reset.js": {
         parameters: {
             query?: never;
             header?: never;
@@ -115,7 +115,7 @@ export interface paths {
          * The password reset page's script
          * @description A file the password reset page loads.
          */
-        get: operations["getResetPassword.js"];
+        get: operations["getPasswordReset.js"];
         put?: never;
         post?: never;
         delete?: never;
@@ -124,7 +124,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/public/reset-password.css": {
+    "/api/public/password-reset.css": {
         parameters: {
             query?: never;
             header?: never;
@@ -135,7 +135,7 @@ export interface paths {
          * The password reset page's style
          * @description A file the password reset page loads.
          */
-        get: operations["getResetPassword.css"];
+        get: operations["getPasswordReset.css"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2333,7 +2333,7 @@ export interface operations {
             503: components["responses"]["Problem503"];
         };
     };
-    getResetPassword: {
+    getPasswordReset: {
         parameters: {
             query?: never;
             header?: never;
@@ -2361,7 +2361,7 @@ export interface operations {
             503: components["responses"]["Problem503"];
         };
     };
-    "getResetPassword.js": {
+    "getPasswordReset.js": {
         parameters: {
             query?: never;
             header?: never;
@@ -2389,7 +2389,7 @@ export interface operations {
             503: components["responses"]["Problem503"];
         };
     };
-    "getResetPassword.css": {
+    "getPasswordReset.css": {
         parameters: {
             query?: never;
             header?: never;
