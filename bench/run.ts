@@ -34,12 +34,20 @@
 //                                     loop (2-s client time-out, a probe beside), then 0.5× C: goodput,
 //                                     statuses, time-outs, p99 of admitted requests and of 503s,
 //                                     for a list page and for orders on one product
+//   npm run bench -- --crowds        crowds of 64, 256 and 1,000 clients in a closed loop (no think
+//                                     time, Retry-After ignored) against this build and the same with
+//                                     OVERLOAD_PROTECTION=false, alternating rounds: GET by id, the list
+//                                     page, orders on one product; then a change of mix (GET by id, then
+//                                     the list page at once)
 //   npm run bench -- --side-by-side   this build and BENCH_BASELINE's (a git ref, BENCH_BASELINE_PATCH
 //                                     applied if given) at the same moment on the server core, each
 //                                     with its own wrk: the ratio of their CPU per request, round by
 //                                     round (GET by id, the 304 read): an A/B that the host's swings
 //                                     fall on both sides of; BENCH_SIDE_TRACING=<ratio> instead:
 //                                     this build with tracing on beside it with tracing off
+//   npm run bench -- --runtimes       the service on Node.js 20, 24 and 26 (BENCH_RUNTIMES; official
+//                                     binaries, fetched once into the machine's cache), interleaved:
+//                                     GET by id, the 304 read, orders, and tracing at 10% against off
 //   npm run bench -- --profile        where the CPU of GET by id and of the liveness probe goes,
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
@@ -49,11 +57,13 @@
 // file of bench/modes/; what they share is bench/lib/common.ts.
 import { execFileSync } from 'node:child_process';
 import { LOAD_CORE, ROOT, cores, ensureWrk, flag, placeAndRemember, recreateDatabase, setUp } from './lib/common.js';
+import { crowds } from './modes/crowds.js';
 import { firstWave } from './modes/first-wave.js';
 import { overload } from './modes/overload.js';
 import { pools } from './modes/pools.js';
 import { profile } from './modes/profile.js';
 import { ratios } from './modes/ratios.js';
+import { runtimes } from './modes/runtimes.js';
 import { scale } from './modes/scale.js';
 import { sideBySide } from './modes/side-by-side.js';
 import { soak } from './modes/soak.js';
@@ -79,7 +89,11 @@ else if (flag('--profile')) {
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await sideBySide();
 } else if (flag('--first-wave')) await firstWave();
-else if (flag('--topologies')) await topologies();
+else if (flag('--runtimes')) {
+  // The OTLP sink of the tracing case runs in this process: on the load core, off the servers'.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await runtimes();
+} else if (flag('--topologies')) await topologies();
 else if (flag('--tracing')) {
   // The OTLP sink runs in this process, standing in for a collector on another machine: on the
   // load core, off the server's.
@@ -89,6 +103,10 @@ else if (flag('--tracing')) {
   // This process receives the deliveries and paces the orders: keep it on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   await webhooks();
+} else if (flag('--crowds')) {
+  // The closed-loop clients run in this process, on the load core.
+  if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  await crowds();
 } else if (flag('--overload')) {
   // The open-loop generator and the probe run on the load core, off the server's.
   if (cores >= 2) execFileSync('taskset', ['-a', '-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });

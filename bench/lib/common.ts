@@ -43,17 +43,21 @@ export interface Server {
   child: ChildProcess;
 }
 
-/** Starts a server pinned to the server core; its output goes to a file, as a log shipper would read it. */
+/**
+ * Starts a server pinned to the server core; its output goes to a file, as a log shipper would
+ * read it. `node`: another Node.js binary than this one (the runtimes mode).
+ */
 export async function startServer(
   name: string,
   port: number,
   script: string[],
   env: Record<string, string>,
   core: string = SERVER_CORE,
+  node: string = process.execPath,
 ): Promise<Server> {
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');
-  const [command, ...rest] = pin(core, [process.execPath, ...script]);
+  const [command, ...rest] = pin(core, [node, ...script]);
   const child = spawn(command, rest, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
