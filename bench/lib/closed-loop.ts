@@ -8,7 +8,7 @@
 // Requests are written on raw keep-alive sockets and only the status line and Content-Length of
 // each answer are read (node:http's client would cost more than some of the requests it sends).
 import { connect, type Socket } from 'node:net';
-import type { Planned } from './open-loop.js';
+import { headerLines, parseAnswer, requestText, type Planned } from './open-loop.js';
 
 export interface ClosedLoopResult {
   seconds: number;
@@ -35,9 +35,7 @@ export async function closedLoop(options: {
 }): Promise<ClosedLoopResult> {
   const timeoutMs = options.timeoutMs ?? 2000;
   const goodMs = options.goodMs ?? 500;
-  const head = Object.entries(options.headers)
-    .map(([k, v]) => `${k}: ${v}\r\n`)
-    .join('');
+  const head = headerLines(options.headers);
   const result: ClosedLoopResult = {
     seconds: options.seconds,
     statuses: new Map(),
@@ -51,11 +49,6 @@ export async function closedLoop(options: {
   let n = 0;
   const started = performance.now();
   const until = started + options.seconds * 1000;
-  const bytesOf = (planned: Planned) =>
-    `${planned.method} ${planned.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${head}` +
-    (planned.body === undefined
-      ? '\r\n'
-      : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(planned.body)}\r\n\r\n${planned.body}`);
 
   interface Client {
     socket: Socket;
@@ -80,22 +73,19 @@ export async function closedLoop(options: {
         return;
       }
       client.sentAt = performance.now();
-      socket.write(bytesOf(options.plan(n++)));
+      socket.write(requestText(options.plan(n++), head));
     };
     socket.on('connect', send);
     socket.on('data', (chunk: Buffer) => {
       client.buffer = client.buffer.length === 0 ? chunk : Buffer.concat([client.buffer, chunk]);
       for (;;) {
-        const end = client.buffer.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        const text = client.buffer.toString('latin1', 0, end);
-        const length = end + 4 + Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1] ?? 0);
-        if (client.buffer.length < length) return;
-        client.buffer = client.buffer.subarray(length);
+        const answer = parseAnswer(client.buffer);
+        if (answer === undefined) return;
+        client.buffer = client.buffer.subarray(answer.length);
         if (client.sentAt < 0) continue;
         const latency = performance.now() - client.sentAt;
         client.sentAt = -1;
-        const status = Number(text.slice(9, 12));
+        const { status, head: text } = answer;
         result.statuses.set(status, (result.statuses.get(status) ?? 0) + 1);
         result.answered++;
         if (status === 503) result.refused.push(latency);

@@ -60,9 +60,7 @@ export async function openLoop(options: {
   const timeoutMs = options.timeoutMs ?? 2000;
   const goodMs = options.goodMs ?? 500;
   const maxConnections = options.connections ?? 1000;
-  const headerText = Object.entries(options.headers)
-    .map(([k, v]) => `${k}: ${v}\r\n`)
-    .join('');
+  const headerText = headerLines(options.headers);
   const total = Math.round(rate * seconds);
   const interval = 1000 / rate;
   const result: OpenLoopResult = {
@@ -121,17 +119,6 @@ export async function openLoop(options: {
       settle();
     };
 
-    /** One answer complete in `c.buffer`: its status, and the bytes it took; undefined if not yet. */
-    const parse = (c: Connection): { status: number; length: number } | undefined => {
-      const end = c.buffer.indexOf('\r\n\r\n');
-      if (end === -1) return undefined;
-      const head = c.buffer.toString('latin1', 0, end);
-      const status = Number(head.slice(9, 12));
-      const match = /\r\ncontent-length: *(\d+)/i.exec(head);
-      const length = end + 4 + (match === null ? 0 : Number(match[1]));
-      return c.buffer.length >= length ? { status, length } : undefined;
-    };
-
     const dispatch = (): void => {
       while (queueHead < queue.length) {
         const pending = queue[queueHead] as Pending;
@@ -160,7 +147,7 @@ export async function openLoop(options: {
       });
       socket.on('data', (chunk: Buffer) => {
         c.buffer = c.buffer.length === 0 ? chunk : Buffer.concat([c.buffer, chunk]);
-        const answer = parse(c);
+        const answer = parseAnswer(c.buffer);
         if (answer === undefined) return;
         c.buffer = c.buffer.subarray(answer.length);
         const pending = c.current;
@@ -210,13 +197,7 @@ export async function openLoop(options: {
     const pump = (): void => {
       const now = performance.now();
       while (next < total && begin + next * interval <= now) {
-        const { method, path, body } = plan(next);
-        const bytes = Buffer.from(
-          `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${headerText}` +
-            (body === undefined
-              ? '\r\n'
-              : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`),
-        );
+        const bytes = Buffer.from(requestText(plan(next), headerText));
         const pending: Pending = { due: begin + next * interval, bytes, done: false, connection: undefined };
         all.push(pending);
         queue.push(pending);
@@ -235,6 +216,36 @@ export async function openLoop(options: {
     };
     waitForConnections();
   });
+}
+
+/** Header lines (`name: value\r\n` each) for every request of a run. */
+export function headerLines(headers: Record<string, string>): string {
+  return Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+}
+
+/** A planned request as HTTP/1.1 text, with `headerText` (headerLines) and its JSON body if any. */
+export function requestText({ method, path, body }: Planned, headerText: string): string {
+  return (
+    `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${headerText}` +
+    (body === undefined
+      ? '\r\n'
+      : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  );
+}
+
+/**
+ * The first answer complete in `buffer`: its status, its head and the bytes it took (head and
+ * Content-Length body); undefined if not all of it has arrived.
+ */
+export function parseAnswer(buffer: Buffer): { status: number; head: string; length: number } | undefined {
+  const end = buffer.indexOf('\r\n\r\n');
+  if (end === -1) return undefined;
+  const head = buffer.toString('latin1', 0, end);
+  const match = /\r\ncontent-length: *(\d+)/i.exec(head);
+  const length = end + 4 + (match === null ? 0 : Number(match[1]));
+  return buffer.length >= length ? { status: Number(head.slice(9, 12)), head, length } : undefined;
 }
 
 /** The `p`-th percentile of `values` (0–100), or NaN for none. */

@@ -129,6 +129,24 @@ export async function crowds(): Promise<void> {
       'µs CPU/answer',
     ],
   ];
+  // One measured round: a row of the table, printed as it comes.
+  const report = (name: string, clients: number, side: string, { result: r, shed, cpuUs }: Run): void => {
+    const line = [
+      name,
+      String(clients),
+      side,
+      f0(ok(r) / r.seconds),
+      f0(r.good / r.seconds),
+      `${f2(100 * refusedShare(r))}%`,
+      shedText(shed),
+      f1(percentile(r.admitted, 50)),
+      f1(percentile(r.admitted, 99)),
+      f0(r.timeouts),
+      f1(cpuUs),
+    ];
+    rows.push(line);
+    console.log(line.join('  '));
+  };
   const verdicts: string[] = [];
   for (const request of requests.filter((r) => ONLY === undefined || ONLY.test(r.name))) {
     for (const clients of CROWDS) {
@@ -140,22 +158,7 @@ export async function crowds(): Promise<void> {
           await run(side.server, request, clients, 2); // warm-up
           const measured = await run(side.server, request, clients);
           runs[side.label].push(measured);
-          const r = measured.result;
-          const line = [
-            request.name,
-            String(clients),
-            `${side.label} ${round + 1}`,
-            f0(ok(r) / r.seconds),
-            f0(r.good / r.seconds),
-            `${f2(100 * refusedShare(r))}%`,
-            shedText(measured.shed),
-            f1(percentile(r.admitted, 50)),
-            f1(percentile(r.admitted, 99)),
-            f0(r.timeouts),
-            f1(measured.cpuUs),
-          ];
-          rows.push(line);
-          console.log(line.join('  '));
+          report(request.name, clients, `${side.label} ${round + 1}`, measured);
         }
       }
       const m = (side: 'protected' | 'off', f: (r: ClosedLoopResult) => number) =>
@@ -189,21 +192,7 @@ export async function crowds(): Promise<void> {
       await run(side.server, byId, 64, 10);
       const after = await run(side.server, list, 64);
       const r = after.result;
-      const line = [
-        'list page right after 10 s of GET by id',
-        '64',
-        `${side.label} ${round + 1}`,
-        f0(ok(r) / r.seconds),
-        f0(r.good / r.seconds),
-        `${f2(100 * refusedShare(r))}%`,
-        shedText(after.shed),
-        f1(percentile(r.admitted, 50)),
-        f1(percentile(r.admitted, 99)),
-        f0(r.timeouts),
-        f1(after.cpuUs),
-      ];
-      rows.push(line);
-      console.log(line.join('  '));
+      report('list page right after 10 s of GET by id', 64, `${side.label} ${round + 1}`, after);
       if (side.label === 'protected')
         verdicts.push(
           `change of mix, round ${round + 1}: ${f2(100 * refusedShare(r))}% of the list page refused (≤ 0.1%): ${refusedShare(r) <= 0.001 ? 'met' : 'NOT met'}`,
