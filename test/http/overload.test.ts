@@ -295,6 +295,40 @@ describe('a closed loop of clients that send again at once', () => {
   });
 });
 
+describe('a closed loop behind requests that hold every place', () => {
+  it('is found although those requests have not been answered for a while: refused after twice the budget, not at once', async () => {
+    // Ten places, all held by requests that run on (a stuck dependency); 20 clients send again
+    // as soon as they are refused. Every connection has a request in the instance: a closed loop.
+    // Refused at once (8 ms, the overloaded regime), the 20 would come back ~100 times a second
+    // each for nothing; held, each waits twice the budget (400 ms) before it is refused.
+    const stuck = await buildTestApp(
+      { CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '10', LATENCY_BUDGET_MS: '200' },
+      { plugins: [held] },
+    );
+    const at = new URL(await stuck.app.listen({ port: 0, host: '127.0.0.1' }));
+    const holding: Promise<Response>[] = [];
+    try {
+      for (let i = 0; i < 10; i++) holding.push((await holdThePlace(stuck.app, at)).answer);
+      const crowd = await closedLoop({
+        port: Number(at.port),
+        clients: 20,
+        seconds: 1.5,
+        plan: () => ({ method: 'GET', path: '/api/v1/users?page=1&size=5' }),
+        headers: { authorization: ADMIN },
+      });
+      expect(crowd.statuses.get(200) ?? 0).toBe(0);
+      expect(stuck.app.admission.queue.held).toBe(true);
+      // The probation refuses at once for ~100 ms, then 400 ms a refusal: at most one refusal per
+      // client per 40 ms over the whole run (at once throughout, it would be about one per 10 ms).
+      expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(0);
+      expect(crowd.statuses.get(503) ?? 0).toBeLessThanOrEqual((20 * 1500) / 40);
+    } finally {
+      releaseHeld();
+      for (const answer of holding) expect((await answer).status).toBe(200);
+    }
+  });
+});
+
 describe('a change of mix', () => {
   it('from cheap reads to dearer pages at the same crowd is not overload: nothing is refused', async () => {
     const mixed = await buildTestApp();

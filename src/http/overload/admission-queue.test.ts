@@ -6,17 +6,18 @@ interface Item extends Waiting {
   name: string;
 }
 
-function setUp(overrides: { serviceMs?: number; busy?: number; maxLength?: number } = {}) {
+function setUp(overrides: { serviceMs?: number; busy?: number; open?: number; maxLength?: number } = {}) {
   const refused: string[] = [];
   const state = {
     serviceMs: overrides.serviceMs ?? 20,
     busy: overrides.busy ?? 0,
+    open: overrides.open ?? 100,
   };
   const queue = new AdmissionQueue<Item>(
     {
       budgetMs: 250,
       serviceMs: () => state.serviceMs,
-      busyShare: () => state.busy,
+      connections: () => ({ busy: Math.round(state.busy * state.open), open: state.open }),
       maxLength: overrides.maxLength,
     },
     (item) => refused.push(item.name),
@@ -112,6 +113,20 @@ describe('the admission queue', () => {
     add();
     vi.advanceTimersByTime(240);
     expect(queue.overloaded).toBe(true);
+  });
+
+  it('does not hold a few connections, all busy: refusing them at once costs the core little', () => {
+    // Three connections refused every 10 ms: 300 a second, under the 2,000 a crowd would make.
+    const { queue, add } = setUp({ serviceMs: 20, busy: 1, open: 3 });
+    add();
+    vi.advanceTimersByTime(235);
+    expect(queue.overloaded).toBe(true);
+    for (let i = 0; i < 40; i++) {
+      add();
+      vi.advanceTimersByTime(11);
+      expect(queue.overloaded).toBe(true);
+    }
+    expect(queue.held).toBe(false);
   });
 
   it('skips a request whose client left, and says when it is full', () => {

@@ -12,17 +12,22 @@
 //   send next (an open loop of clients does not wait for answers to send more). Back to normal
 //   once nothing has been refused for `calmMs`.
 // - Held: a fast refusal helps only clients that do not send again at once. When nearly every
-//   open connection is busy (`saturated` of them: a request in the instance, or one answered or
-//   arrived a moment ago) through `probationMs` of the overloaded regime, the clients are a
+//   open connection is busy (`saturated` of them: a request in the instance, or one answered
+//   a moment ago) through `probationMs` of the overloaded regime, the clients are a
 //   closed loop (a crowd that sends again as soon as it is answered, Retry-After or not):
 //   refusing them only makes them come back, and the refusals take the core from the requests
 //   it serves, while the crowd's answers come no sooner. The queue then stays in the normal
 //   regime for `holdMs` (doubled each time the closed loop is found again, up to 8 times), and
-//   refuses only what would pass twice the budget; then it looks again.
+//   refuses only what would pass twice the budget; then it looks again. Only a crowd is held:
+//   busy connections enough that refusing each at once would refuse `SPIN_PER_S` a second or
+//   more. Fewer cost the core little refused at once (32 clients every 8 ms ≈ 4,000 a second,
+//   ~10% of a core at 25 µs each), and a handful of busy connections says nothing of the loop.
 /** How often the queue looks at its oldest while something waits (ms). */
 const TICK_MS = 5;
 /** The looks at the connections a probation takes at least. */
 const PROBATION_LOOKS = 5;
+/** The least refusal rate (a second) a held crowd would make, refused at once. */
+const SPIN_PER_S = 2000;
 
 export interface Waiting {
   /** When it arrived (ms, performance.now()). */
@@ -37,11 +42,11 @@ export interface QueueOptions {
   /** What a request needs once it leaves the queue (ms): the service time's p99. */
   serviceMs: () => number;
   /**
-   * The share of the open connections that are busy: with a request in the instance, or one
-   * answered or arrived within the last `recentMs` (a closed loop's next request may wait unread
-   * in its socket while the loop is behind). The closed-loop test.
+   * The open connections, and how many are busy: with a request in the instance, or one answered
+   * within the last `recentMs` (a closed loop's next request may wait unread in its socket while
+   * the loop is behind). The closed-loop test.
    */
-  busyShare: (recentMs: number) => number;
+  connections: (recentMs: number) => { busy: number; open: number };
   /** At most this many wait; past it a request is refused at once. */
   maxLength?: number;
   fastMs?: number;
@@ -60,7 +65,7 @@ export class AdmissionQueue<T extends Waiting> {
 
   readonly #budgetMs: number;
   readonly #serviceMs: () => number;
-  readonly #busyShare: (recentMs: number) => number;
+  readonly #connections: (recentMs: number) => { busy: number; open: number };
   readonly #fastMs: number;
   readonly #calmMs: number;
   readonly #probationMs: number;
@@ -86,7 +91,7 @@ export class AdmissionQueue<T extends Waiting> {
   ) {
     this.#budgetMs = options.budgetMs;
     this.#serviceMs = options.serviceMs;
-    this.#busyShare = options.busyShare;
+    this.#connections = options.connections;
     this.maxLength = options.maxLength ?? 10_000;
     this.#fastMs = options.fastMs ?? Math.max(1, options.budgetMs / 25);
     this.#calmMs = options.calmMs ?? 500;
@@ -206,9 +211,11 @@ export class AdmissionQueue<T extends Waiting> {
     const turnMs = now - this.#lastTick;
     this.#lastTick = now;
     if (this.#overloaded) {
-      // Is it a closed loop? Nearly every connection busy.
+      // Is it a closed loop? Nearly every connection busy, and a crowd of them. (The window: a
+      // closed loop's next request arrives within a turn or two of its answer.)
       this.#samples++;
-      if (this.#busyShare(Math.max(50, 5 * turnMs)) >= this.#saturated) this.#saturatedSamples++;
+      const { busy, open } = this.#connections(Math.max(10, 2 * turnMs));
+      if (busy >= this.#saturated * open && busy * (1000 / this.#fastMs) >= SPIN_PER_S) this.#saturatedSamples++;
       // (At least a few looks: a loop that is behind may tick once in the whole probation.)
       if (now - this.#overloadedSince >= this.#probationMs && this.#samples >= PROBATION_LOOKS) {
         if (this.#saturatedSamples >= 0.8 * this.#samples) {

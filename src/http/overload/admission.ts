@@ -114,7 +114,7 @@ export class Admission {
       {
         budgetMs: options.budgetMs,
         serviceMs: () => this.limiter.p99,
-        busyShare: (recentMs) => this.#busyShare(recentMs),
+        connections: (recentMs) => this.#connections(recentMs),
       },
       (entry) => this.#refuseUnrouted(entry.req, entry.res, 'limit', entry.at),
       () => this.#startWaiting(performance.now()),
@@ -138,13 +138,12 @@ export class Admission {
     });
   }
 
-  #busyShare(recentMs: number): number {
-    if (this.#sockets.size === 0) return 0;
+  #connections(recentMs: number): { busy: number; open: number } {
     const since = performance.now() - recentMs;
     let busy = 0;
     for (const socket of this.#sockets)
       if ((socket[IN_INSTANCE] ?? 0) > 0 || (socket[ACTIVE_AT] ?? Number.NEGATIVE_INFINITY) >= since) busy++;
-    return busy / this.#sockets.size;
+    return { busy, open: this.#sockets.size };
   }
 
   /** Fastify's request listener, behind admission. */
@@ -171,6 +170,8 @@ export class Admission {
         slice: -1,
       };
       res.once('close', () => this.#closed(entry));
+      const socket: Tracked = req.socket;
+      socket[IN_INSTANCE] = (socket[IN_INSTANCE] ?? 0) + 1;
       if (!this.enabled) {
         limiter.acquire();
         return this.#start(entry, now);
