@@ -45,6 +45,14 @@ describe('redactCredentials', () => {
     expect(redacted.filter((l) => l.includes('v4lue'))).toEqual([]);
   });
 
+  it('redacts a credential behind a name of any length', () => {
+    const name = `${'x'.repeat(300)}_token`;
+
+    expect(redactCredentials(line({ url: `/a?${name}=v4lue&page=2` }))).toBe(
+      line({ url: `/a?${name}=[redacted]&page=2` }),
+    );
+  });
+
   it('keeps other parameters, bare words and an escaped quote inside a value', () => {
     expect(redactCredentials(line({ url: '/api/v1/users?page=1&size=20&sort=name,asc' }))).toBe(
       line({ url: '/api/v1/users?page=1&size=20&sort=name,asc' }),

@@ -10,9 +10,11 @@ export const REDACTED = '[redacted]';
 
 /**
  * `?name=value`, `&name=value`, `;name=value` and `#name=value` in a JSON line. A value ends where
- * the parameter or the JSON string ends; an escaped character (`\"`) is part of it.
+ * the parameter or the JSON string ends; an escaped character (`\"`) is part of it. A name has
+ * any length (a credential behind a long name is still one); the scan stays linear, since a name
+ * holds no separator: each separator's attempt covers only the characters up to the next one.
  */
-const PARAMETER = /([?&;#])([^=&;#?\s"\\]{1,256})=((?:\\.|[^&;#\s"\\])+)/g;
+const PARAMETER = /([?&;#])([^=&;#?\s"\\]+)=((?:\\.|[^&;#\s"\\])+)/g;
 const CREDENTIAL = /token|key|secret|password|code|signature/i;
 
 function isCredentialName(name: string): boolean {
