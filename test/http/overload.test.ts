@@ -100,6 +100,7 @@ describe('a request over the concurrency limit', () => {
     try {
       expect((await timed(get(tightAt, '/api/v1/users?page=1&size=5'))).response.status).toBe(503);
       expect(tight.app.admission.queue.overloaded).toBe(true);
+      expect(await tight.app.metrics.metrics()).toMatch(/^http_admission_queue_regime\{regime="overloaded"\} 1$/m);
       for (let i = 0; i < 5; i++) {
         const { response, ms } = await timed(get(tightAt, '/api/v1/users?page=1&size=5'));
         expect(response.status).toBe(503);
@@ -145,6 +146,7 @@ describe('a request over the concurrency limit', () => {
     expect(metrics).toMatch(/^http_concurrency_limit 1$/m);
     expect(metrics).toMatch(/^http_requests_in_flight 0$/m);
     expect(metrics).toMatch(/^http_requests_queued 0$/m);
+    expect(metrics).toMatch(/^http_admission_queue_regime\{regime="normal"\} [01]$/m);
     const shed = /^http_requests_shed_total\{reason="limit"\} (\d+)$/m.exec(metrics);
     expect(Number(shed?.[1])).toBeGreaterThanOrEqual(5);
     // Answers of the port all the same, counted as such (the availability objective counts them).
@@ -318,6 +320,9 @@ describe('a closed loop behind requests that hold every place', () => {
       });
       expect(crowd.statuses.get(200) ?? 0).toBe(0);
       expect(stuck.app.admission.queue.held).toBe(true);
+      const metrics = await stuck.app.metrics.metrics();
+      expect(metrics).toMatch(/^http_admission_queue_regime\{regime="held"\} 1$/m);
+      expect(metrics).toMatch(/^http_admission_queue_regime\{regime="overloaded"\} 0$/m);
       // The probation refuses at once for ~100 ms, then 400 ms a refusal: at most one refusal per
       // client per 40 ms over the whole run (at once throughout, it would be about one per 10 ms).
       expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(0);

@@ -60,45 +60,50 @@ async function overload(
   shedLog.log = app.log;
   shedLog.limit = () => admission.limiter.limit;
 
-  new Gauge({
-    name: 'http_concurrency_limit',
-    help: 'The adaptive limit on requests in flight',
-    registers: [app.metrics],
-    collect() {
-      this.set(admission.limiter.limit);
-    },
-  });
+  /** A gauge read when Prometheus scrapes. */
+  const collected = (name: string, help: string, read: () => number): void => {
+    new Gauge({
+      name,
+      help,
+      registers: [app.metrics],
+      collect() {
+        this.set(read());
+      },
+    });
+  };
+  collected('http_concurrency_limit', 'The adaptive limit on requests in flight', () => admission.limiter.limit);
   // Its bounds (CONCURRENCY_LIMIT_MIN, _MAX), so that a rule can tell a limit pinned at its floor.
+  collected(
+    'http_concurrency_limit_min',
+    'The least the adaptive limit may fall to (CONCURRENCY_LIMIT_MIN)',
+    () => admission.limiter.min,
+  );
+  collected(
+    'http_concurrency_limit_max',
+    'The most the adaptive limit may grow to (CONCURRENCY_LIMIT_MAX)',
+    () => admission.limiter.max,
+  );
+  collected(
+    'http_requests_in_flight',
+    'Requests admitted and not yet answered (health probes and event streams apart)',
+    () => admission.inflight,
+  );
+  collected(
+    'http_requests_queued',
+    'Requests waiting in the admission queue for a place under the concurrency limit',
+    () => admission.queue.length,
+  );
+  // Which regime the queue is in: normal (first in, first out, refused past the budget),
+  // overloaded (newest first, refused after 4% of it), held (a closed loop: refused past twice it).
   new Gauge({
-    name: 'http_concurrency_limit_min',
-    help: 'The least the adaptive limit may fall to (CONCURRENCY_LIMIT_MIN)',
+    name: 'http_admission_queue_regime',
+    help: 'The admission queue regime: 1 for the one it is in (normal, overloaded, held), 0 for the others',
+    labelNames: ['regime'],
     registers: [app.metrics],
     collect() {
-      this.set(admission.limiter.min);
-    },
-  });
-  new Gauge({
-    name: 'http_concurrency_limit_max',
-    help: 'The most the adaptive limit may grow to (CONCURRENCY_LIMIT_MAX)',
-    registers: [app.metrics],
-    collect() {
-      this.set(admission.limiter.max);
-    },
-  });
-  new Gauge({
-    name: 'http_requests_in_flight',
-    help: 'Requests admitted and not yet answered (health probes and event streams apart)',
-    registers: [app.metrics],
-    collect() {
-      this.set(admission.inflight);
-    },
-  });
-  new Gauge({
-    name: 'http_requests_queued',
-    help: 'Requests waiting in the admission queue for a place under the concurrency limit',
-    registers: [app.metrics],
-    collect() {
-      this.set(admission.queue.length);
+      const queue = admission.queue;
+      const now = queue.overloaded ? 'overloaded' : queue.held ? 'held' : 'normal';
+      for (const regime of ['normal', 'overloaded', 'held'] as const) this.set({ regime }, regime === now ? 1 : 0);
     },
   });
   const counted: Record<ShedReason, number> = { limit: 0, queue: 0, event_loop: 0 };
