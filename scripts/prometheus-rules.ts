@@ -43,7 +43,7 @@ export const DEFAULT_OPTIONS: RuleOptions = {
   runbookBase: 'https://git.example.com/resource-api/blob/main/docs/runbook.md',
   replicaMaxLagSeconds: 5,
   webhookMaxAgeSeconds: Math.ceil((WEBHOOK_SCHEDULE_SECONDS * 1.2) / 3600) * 3600,
-  eventLoopDelaySeconds: 0.1,
+  eventLoopDelaySeconds: 0.25,
 };
 
 /** The objectives of docs/operations.md#objectives, over 28 days. */

@@ -59,7 +59,7 @@ describe('loadConfig', () => {
       minLimit: 8,
       maxLimit: 1000,
       budgetMs: 250,
-      eventLoopDelayMs: 100,
+      eventLoopDelayMs: 250,
     });
     expect(
       loadConfig(
@@ -71,7 +71,12 @@ describe('loadConfig', () => {
         },
         noFiles,
       ).overload,
-    ).toMatchObject({ enabled: false, minLimit: 2, maxLimit: 4, budgetMs: 100 });
+    ).toMatchObject({ enabled: false, minLimit: 2, maxLimit: 4, budgetMs: 100, eventLoopDelayMs: 100 });
+    // The backstop's threshold follows the budget unless it is set.
+    expect(loadConfig({ LATENCY_BUDGET_MS: '400', EVENT_LOOP_DELAY_LIMIT_MS: '150' }, noFiles).overload).toMatchObject({
+      budgetMs: 400,
+      eventLoopDelayMs: 150,
+    });
     expect(() => loadConfig({ LATENCY_BUDGET_MS: '5' }, noFiles)).toThrow(/LATENCY_BUDGET_MS/);
     expect(() => loadConfig({ CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '5' }, noFiles)).toThrow(
       'Invalid configuration: CONCURRENCY_LIMIT_MAX must be at least CONCURRENCY_LIMIT_MIN (got 5 < 10)',

@@ -196,7 +196,8 @@ export function loadConfig(env: Source, files: Record<NodeEnv, Source> = readCon
     CONCURRENCY_LIMIT_MIN: merged.CONCURRENCY_LIMIT_MIN ?? '8',
     CONCURRENCY_LIMIT_MAX: merged.CONCURRENCY_LIMIT_MAX ?? '1000',
     LATENCY_BUDGET_MS: merged.LATENCY_BUDGET_MS ?? '250',
-    EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? '100',
+    // The backstop refuses what cannot be answered in time: a turn of the loop late by the budget.
+    EVENT_LOOP_DELAY_LIMIT_MS: merged.EVENT_LOOP_DELAY_LIMIT_MS ?? merged.LATENCY_BUDGET_MS ?? '250',
     SMTP_URL: merged.SMTP_URL,
     SMTP_FROM: merged.SMTP_FROM ?? 'resource-api <no-reply@localhost>',
     PASSWORD_RESET_URL:
