@@ -108,7 +108,6 @@ export async function buildApp({
     // (Fastify sets a server's time-outs only when it makes the server: they are set here.)
     serverFactory: (handler) => {
       const server = createServer(admission.wrap(handler));
-      admission.watch(server);
       server.keepAliveTimeout = config.timeouts.keepAliveMs;
       server.requestTimeout = config.timeouts.requestMs;
       return server;

@@ -6,20 +6,11 @@ interface Item extends Waiting {
   name: string;
 }
 
-function setUp(overrides: { serviceMs?: number; busy?: number; open?: number; maxLength?: number } = {}) {
+function setUp(overrides: { serviceMs?: number; maxLength?: number } = {}) {
   const refused: string[] = [];
-  const state = {
-    serviceMs: overrides.serviceMs ?? 20,
-    busy: overrides.busy ?? 0,
-    open: overrides.open ?? 100,
-  };
+  const state = { serviceMs: overrides.serviceMs ?? 20 };
   const queue = new AdmissionQueue<Item>(
-    {
-      budgetMs: 250,
-      serviceMs: () => state.serviceMs,
-      connections: () => ({ busy: Math.round(state.busy * state.open), open: state.open }),
-      maxLength: overrides.maxLength,
-    },
+    { budgetMs: 250, serviceMs: () => state.serviceMs, maxLength: overrides.maxLength },
     (item) => refused.push(item.name),
     () => {},
   );
@@ -30,6 +21,49 @@ function setUp(overrides: { serviceMs?: number; busy?: number; open?: number; ma
     return item;
   };
   return { queue, refused, state, add };
+}
+
+/**
+ * Clients driven ms by ms on the test's clock: `arrive(ms)` says how many arrive in that ms, and
+ * `serve(ms)` how many places free (each takes the next request the queue gives). With `closed`,
+ * a client sends again as soon as it is answered or refused (a closed loop). What was started,
+ * with how long it had waited, and the refusals, ms by ms.
+ */
+function drive(options: {
+  ms: number;
+  clients?: number;
+  closed?: boolean;
+  arrive?: (ms: number) => number;
+  serve: (ms: number) => number;
+}) {
+  const refusedAt: number[] = [];
+  const startedWaits: { ms: number; waited: number }[] = [];
+  let t = 0;
+  const queue: AdmissionQueue<Waiting> = new AdmissionQueue<Waiting>(
+    { budgetMs: 250, serviceMs: () => 20 },
+    () => {
+      refusedAt.push(t);
+      if (options.closed) send();
+    },
+    () => {},
+  );
+  const send = () => queue.push({ at: performance.now(), out: false });
+  for (let i = 0; i < (options.clients ?? 0); i++) send();
+  const run = (ms: number) => {
+    for (const end = t + ms; t < end; t++) {
+      for (let i = options.arrive?.(t) ?? 0; i > 0; i--) send();
+      for (let i = options.serve(t); i > 0; i--) {
+        const item = queue.take(performance.now());
+        if (item === undefined) break;
+        startedWaits.push({ ms: t, waited: performance.now() - item.at });
+        if (options.closed) send();
+      }
+      vi.advanceTimersByTime(1);
+    }
+  };
+  run(options.ms);
+  const refusalsIn = (from: number, to: number) => refusedAt.filter((at) => at >= from && at < to).length;
+  return { queue, run, refusalsIn, startedWaits, now: () => t };
 }
 
 describe('the admission queue', () => {
@@ -84,49 +118,75 @@ describe('the admission queue', () => {
     expect(refused).toEqual(['r0', 'r1']);
   });
 
-  it('stays in the normal regime for a while when nearly every connection has a request in (a closed loop)', () => {
-    const { queue, refused, state, add } = setUp({ serviceMs: 20, busy: 0.95 });
-    add();
-    vi.advanceTimersByTime(235);
-    expect(queue.overloaded).toBe(true);
-    // Keeps refusing while it watches, as a closed loop would make it.
-    for (let i = 0; i < 20 && queue.overloaded; i++) {
-      add();
-      vi.advanceTimersByTime(11);
-    }
-    expect(queue.overloaded).toBe(false);
-    while (queue.take(performance.now()) !== undefined);
-    const before = refused.length;
-    // Held: what would pass twice the budget (500 ms less the 20 the service needs).
-    expect(queue.held).toBe(true);
-    expect(queue.allowanceMs).toBe(480);
-    add();
-    vi.advanceTimersByTime(470);
-    expect(refused.length).toBe(before);
-    vi.advanceTimersByTime(20);
-    expect(refused.length).toBe(before + 1);
-    // Held: that refusal did not make it overloaded again.
-    expect(queue.overloaded).toBe(false);
-    state.busy = 0.1;
-    vi.advanceTimersByTime(5000);
-    expect(queue.held).toBe(false);
-    add();
-    vi.advanceTimersByTime(240);
-    expect(queue.overloaded).toBe(true);
+  it('an open loop past capacity: the newest started within a few ms, the excess refused after a few ms, however long it lasts', () => {
+    // Two arrive each ms, one place frees each ms: 1,000 refusals a second, whatever the wait.
+    const { queue, refusalsIn, startedWaits } = drive({ ms: 6000, arrive: () => 2, serve: () => 1 });
+    expect(queue.regime).toBe('overloaded');
+    expect(queue.timeoutMs).toBe(10);
+    // Once it refuses (at 460 ms: first in, first out until the oldest waited 230), nothing
+    // started late.
+    const late = startedWaits.filter(({ ms, waited }) => ms > 600 && waited > 25);
+    expect(late.length).toBeLessThanOrEqual(0.01 * startedWaits.length);
+    expect(refusalsIn(1000, 6000)).toBeGreaterThan(4500);
   });
 
-  it('does not hold a few connections, all busy: refusing them at once costs the core little', () => {
-    // Three connections refused every 10 ms: 300 a second, under the 2,000 a crowd would make.
-    const { queue, add } = setUp({ serviceMs: 20, busy: 1, open: 3 });
-    add();
-    vi.advanceTimersByTime(235);
+  it('a closed loop over what fits: the wait grows until refusing costs at most its share of the core', () => {
+    // 300 clients that send again at once, one place freeing every 2 ms: first in, first out,
+    // each would wait 600 ms, past the allowance (230 ms). Refused after 10 ms, each would come
+    // back about 100 times a second: some 30,000 refusals a second, for no answer sooner.
+    const { queue, refusalsIn, startedWaits, now } = drive({
+      ms: 4000,
+      clients: 300,
+      closed: true,
+      serve: (ms) => (ms % 2 === 0 ? 1 : 0),
+    });
+    expect(queue.regime).toBe('closed_loop');
+    // 300 waiting, refused at most 2,000 times a second: each once every 150 ms or so.
+    expect(queue.timeoutMs).toBeGreaterThanOrEqual(120);
+    // At most the share (2,000 a second) over the last two seconds, trials of the normal regime
+    // included.
+    expect(refusalsIn(now() - 2000, now())).toBeLessThanOrEqual(2 * 2000 * 1.1);
+    // No request started that could not be answered within the budget.
+    expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(queue.allowanceMs + 5);
+  });
+
+  it('a closed loop that gives way to an open loop: the wait goes back to a few ms', () => {
+    const load = { closed: true, arriving: 0 };
+    const { queue, run, startedWaits } = drive({
+      ms: 3000,
+      clients: 300,
+      get closed() {
+        return load.closed;
+      },
+      arrive: () => load.arriving,
+      serve: (ms) => (ms % 2 === 0 ? 1 : 0),
+    });
+    expect(queue.regime).toBe('closed_loop');
+    // The crowd leaves (what it left waiting is refused in time); 1,000 a second arrive instead.
+    load.closed = false;
+    load.arriving = 1;
+    run(12_000);
+    expect(queue.regime).toBe('overloaded');
+    expect(queue.timeoutMs).toBe(10);
+    expect(startedWaits.at(-1)?.waited).toBeLessThanOrEqual(2);
+  });
+
+  it('a closed loop that fits first in, first out is served so again once a stall is over', () => {
+    // 30 clients, one place freeing every 2 ms: each waits 60 ms in turn, within the allowance.
+    // A stall of 300 ms (a dependency, a collection) makes the queue refuse, newest first, where
+    // the oldest never reach the front; the trial of the normal regime ends that.
+    let stalled = true;
+    const { queue, run, refusalsIn, now } = drive({
+      ms: 300,
+      clients: 30,
+      closed: true,
+      serve: (ms) => (!stalled && ms % 2 === 0 ? 1 : 0),
+    });
     expect(queue.overloaded).toBe(true);
-    for (let i = 0; i < 40; i++) {
-      add();
-      vi.advanceTimersByTime(11);
-      expect(queue.overloaded).toBe(true);
-    }
-    expect(queue.held).toBe(false);
+    stalled = false;
+    run(4000);
+    expect(queue.regime).toBe('normal');
+    expect(refusalsIn(now() - 1000, now())).toBe(0);
   });
 
   it('skips a request whose client left, and says when it is full', () => {

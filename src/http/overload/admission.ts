@@ -13,8 +13,7 @@
 // A request's service time, which steers the limit and readiness, runs from the moment it is
 // complete (its body read, for a request that has one) to its answer: a client that sends its
 // body slowly spends its own time, and steers neither.
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CorsRules } from '../cors.js';
 import { OVERLOADED_DETAIL, overloadRetryAfter } from '../problems/error-registry.js';
 import { PROBLEM_TYPES } from '../problems/problem-types.js';
@@ -63,14 +62,6 @@ interface Entry extends Waiting {
   slice: number;
 }
 
-/** A connection's requests in the instance, and when one last arrived or was answered (ms). */
-const IN_INSTANCE = Symbol('requests in the instance');
-const ACTIVE_AT = Symbol('last active');
-interface Tracked extends Socket {
-  [IN_INSTANCE]?: number;
-  [ACTIVE_AT]?: number;
-}
-
 /** The limit steers the p90 of the service time to this share of the budget. */
 const TARGET_SHARE = 0.4;
 
@@ -87,7 +78,6 @@ export class Admission {
   readonly #cors: CorsRules;
   readonly #onShed: (reason: ShedReason) => void;
   readonly #ages = new RequestAges();
-  readonly #sockets = new Set<Tracked>();
   #handler: (req: IncomingMessage, res: ServerResponse) => void = () => {};
   /**
    * Whether the event loop lags past its limit (the backstop, overload.ts): set once the app is
@@ -114,7 +104,6 @@ export class Admission {
       {
         budgetMs: options.budgetMs,
         serviceMs: () => this.limiter.p99,
-        connections: (recentMs) => this.#connections(recentMs),
       },
       (entry) => this.#refuseUnrouted(entry.req, entry.res, 'limit', entry.at),
       () => this.#startWaiting(performance.now()),
@@ -128,22 +117,6 @@ export class Admission {
   /** How long the oldest request in flight has been (ms; 0 when none; readiness). */
   oldestMs(now = performance.now()): number {
     return this.#ages.oldestMs(now);
-  }
-
-  /** Follows the connections open to `server` (the queue's closed-loop test). */
-  watch(server: Server): void {
-    server.on('connection', (socket: Tracked) => {
-      this.#sockets.add(socket);
-      socket.once('close', () => this.#sockets.delete(socket));
-    });
-  }
-
-  #connections(recentMs: number): { busy: number; open: number } {
-    const since = performance.now() - recentMs;
-    let busy = 0;
-    for (const socket of this.#sockets)
-      if ((socket[IN_INSTANCE] ?? 0) > 0 || (socket[ACTIVE_AT] ?? Number.NEGATIVE_INFINITY) >= since) busy++;
-    return { busy, open: this.#sockets.size };
   }
 
   /** Fastify's request listener, behind admission. */
@@ -170,8 +143,6 @@ export class Admission {
         slice: -1,
       };
       res.once('close', () => this.#closed(entry));
-      const socket: Tracked = req.socket;
-      socket[IN_INSTANCE] = (socket[IN_INSTANCE] ?? 0) + 1;
       if (!this.enabled) {
         limiter.acquire();
         return this.#start(entry, now);
@@ -203,9 +174,6 @@ export class Admission {
 
   #closed(entry: Entry): void {
     const now = performance.now();
-    const socket: Tracked = entry.req.socket;
-    socket[IN_INSTANCE] = (socket[IN_INSTANCE] ?? 1) - 1;
-    socket[ACTIVE_AT] = now;
     if (!entry.started) return this.queue.drop(entry);
     entry.answered = true;
     if (entry.slice >= 0) this.#ages.remove(entry.slice);

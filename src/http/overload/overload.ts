@@ -94,18 +94,24 @@ async function overload(
     () => admission.queue.length,
   );
   // Which regime the queue is in: normal (first in, first out, refused past the budget),
-  // overloaded (newest first, refused after 4% of it), held (a closed loop: refused past twice it).
+  // overloaded (newest first, refused after the overloaded wait), closed_loop (overloaded, and a
+  // longer wait was found to lower the refusals: clients that send again as soon as refused).
   new Gauge({
     name: 'http_admission_queue_regime',
-    help: 'The admission queue regime: 1 for the one it is in (normal, overloaded, held), 0 for the others',
+    help: 'The admission queue regime: 1 for the one it is in (normal, overloaded, closed_loop), 0 for the others',
     labelNames: ['regime'],
     registers: [app.metrics],
     collect() {
-      const queue = admission.queue;
-      const now = queue.overloaded ? 'overloaded' : queue.held ? 'held' : 'normal';
-      for (const regime of ['normal', 'overloaded', 'held'] as const) this.set({ regime }, regime === now ? 1 : 0);
+      const now = admission.queue.regime;
+      for (const regime of ['normal', 'overloaded', 'closed_loop'] as const)
+        this.set({ regime }, regime === now ? 1 : 0);
     },
   });
+  collected(
+    'http_admission_queue_wait_limit_seconds',
+    'How long a request may wait in the admission queue now before it is refused',
+    () => admission.queue.timeoutMs / 1000,
+  );
   const counted: Record<ShedReason, number> = { limit: 0, queue: 0, event_loop: 0 };
   new Counter({
     name: 'http_requests_shed_total',
