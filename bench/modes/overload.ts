@@ -1,7 +1,8 @@
 // npm run bench -- --overload: what one instance does when offered more than it can serve
 // (docs/operations.md#overload). For each request mix, its capacity C is measured with a closed
 // loop (wrk, the more of 64 and 256 connections), then an open loop (bench/lib/open-loop.ts: requests on a schedule,
-// 1,000 connections, a 2-s client time-out) offers 1×, 2× and 3× C, then 0.5× C right after the
+// 1,000 connections, a 2-s client time-out; run by the native generator of open-loop-native.ts,
+// which offers 3× C where Node could not) offers 1×, 2× and 3× C, then 0.5× C right after the
 // 3× phase, with a liveness probe every 100 ms from a process of its own. Goodput is the answers
 // 2xx within 500 ms, as a share of C. Beside them: 1× and 2× C with OVERLOAD_PROTECTION=false
 // (the same build, queueing everything), the generator's own floor against a bare node:http
@@ -35,11 +36,19 @@ import {
   wrk,
   type Server,
 } from '../lib/common.js';
-import { openLoop, percentile, type OpenLoopResult, type Planned } from '../lib/open-loop.js';
+import { generatorName, openLoopNative, type OpenLoopOptions } from '../lib/open-loop-native.js';
+import { percentile, type OpenLoopResult, type Planned } from '../lib/open-loop.js';
 
 const SECONDS = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 15);
 /** The bench's token (set by setUp, after this module loads). */
 const authorization = () => ({ authorization: `Bearer ${TOKEN}` });
+
+/**
+ * Every open loop of the mode (the floor, the reach check, the phases, the refusal cost): the
+ * native generator, in a process of its own on the load core, or openLoop() in this one where no
+ * C compiler is found (said once). Every plan here repeats every USERS requests.
+ */
+const generate = (options: OpenLoopOptions): Promise<OpenLoopResult> => openLoopNative({ ...options, distinct: USERS });
 
 interface Mix {
   name: string;
@@ -136,7 +145,7 @@ async function phase(
   const before = cpuTicks(server.pid);
   const loadBefore = coreTicks(LOAD_CORE);
   const started = performance.now();
-  const result = await openLoop({ port: server.port, rate, seconds, plan, headers: authorization() });
+  const result = await generate({ port: server.port, rate, seconds, plan, headers: authorization() });
   const serverUs = (cpuTicks(server.pid) - before) * TICK_US;
   const wallUs = (performance.now() - started) * 1000;
   const loadAfter = coreTicks(LOAD_CORE);
@@ -190,7 +199,7 @@ async function bareFloor(rate: number): Promise<number> {
     LOAD_CORE,
   );
   try {
-    const result = await openLoop({
+    const result = await generate({
       port: bare.port,
       rate,
       seconds: 5,
@@ -204,15 +213,15 @@ async function bareFloor(rate: number): Promise<number> {
 }
 
 /**
- * Whether the generator (this process, on the load core beside PostgreSQL) can offer `rate` a
- * second at all: a bare node:http server answering 503 on the server core, offered it for 3 s,
- * answers every request within 100 ms. Where it cannot, a phase at that rate measures the
- * generator, not the service.
+ * Whether `rate` a second can be refused in time on this host at all: a bare node:http server
+ * answering 503 at once on the server core, offered it for 3 s by the generator (on the load core
+ * beside PostgreSQL), answers every request within 100 ms. Where it cannot, a phase at that rate
+ * measures the host (the core cannot even refuse it), not the service's protection.
  */
 async function generatorOffers(rate: number): Promise<{ ok: boolean; p99: number; timeouts: number }> {
   const bare = await startServer('bare-503-reach', 18095, [join(ROOT, 'bench/lib/bare-503.mjs')], { PORT: '18095' });
   try {
-    const result = await openLoop({
+    const result = await generate({
       port: bare.port,
       rate,
       seconds: 3,
@@ -252,7 +261,7 @@ end`,
   );
   const openLoopUs = async (server: Server): Promise<number> => {
     const before = cpuTicks(server.pid);
-    const result = await openLoop({
+    const result = await generate({
       port: server.port,
       rate,
       seconds: 5,
@@ -299,8 +308,9 @@ end`,
 }
 
 /**
- * The instrument first: the generator (this process) and the probe (its child) run on the load
- * core beside PostgreSQL, whose backends would otherwise take the core from them at the busiest
+ * The instrument first: the generator and the probe (children of this process, which inherit its
+ * priority; the generator is this process where openLoop() runs instead) run on the load core
+ * beside PostgreSQL, whose backends would otherwise take the core from them at the busiest
  * moments and the bench would measure its own lateness (a probe answered late because the
  * probe itself waited for the core). Raised over PostgreSQL's priority, they take the ~0.1–0.4
  * of the core they need and PostgreSQL the rest. Needs root (CAP_SYS_NICE); else said, and run as is.
@@ -365,7 +375,7 @@ export async function overload(): Promise<void> {
     const reach = await generatorOffers(3 * c);
     if (!reach.ok)
       console.log(
-        `${mix.name}: the generator cannot offer 3× C (${f0(3 * c)}/s) to a bare node:http server (p99 ${f0(reach.p99)} ms, ${reach.timeouts} time-outs): its phases measure the generator`,
+        `${mix.name}: 3× C (${f0(3 * c)}/s) is past what this host can refuse: offered it, a bare node:http server refusing at once on the server core answers p99 ${f0(reach.p99)} ms, with ${reach.timeouts} time-outs (the generator itself offers 60,000/s: bench/lib/open-loop-native.ts); its phases are measured, no line`,
       );
     const offPhases: Phase[] = [];
     for (const load of [1, 2]) {
@@ -407,7 +417,7 @@ export async function overload(): Promise<void> {
     const lined = !/users\?page/.test(mix.name) && reach.ok;
     const why = reach.ok
       ? 'PostgreSQL shares the load core'
-      : `the generator cannot offer 3× C here, ${f0(3 * c)}/s (a bare server: p99 ${f0(reach.p99)} ms, ${reach.timeouts} time-outs)`;
+      : `3× C, ${f0(3 * c)}/s, is past what a bare node:http server refuses in time on this host (p99 ${f0(reach.p99)} ms, ${reach.timeouts} time-outs)`;
     const check = (ok: boolean, what: string) =>
       verdicts.push(`${mix.name}: ${what}: ${lined ? (ok ? 'met' : 'NOT met') : `measured (no line: ${why})`}`);
     // What the core can hold at k× C when each refusal costs r0 and each answer p0: the answers
@@ -433,6 +443,7 @@ export async function overload(): Promise<void> {
 
   console.log(`
 open loop: 1,000 connections, 2-s client time-out, goodput = 2xx within 500 ms; ${SECONDS} s a phase; pool ${POOL}
+generator: ${generatorName()}
 ${priority}
 
 ${table(rows)}
