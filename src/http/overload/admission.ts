@@ -147,7 +147,10 @@ export class Admission {
         limiter.acquire();
         return this.#start(entry, now);
       }
-      if (this.queue.length === 0 && limiter.tryAcquire()) return this.#start(entry, now);
+      if (this.queue.length === 0 && limiter.tryAcquire()) {
+        this.queue.passed();
+        return this.#start(entry, now);
+      }
       limiter.bind();
       if (!this.queue.push(entry)) {
         this.queue.overflowed(now);

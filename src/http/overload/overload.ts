@@ -93,18 +93,16 @@ async function overload(
     'Requests waiting in the admission queue for a place under the concurrency limit',
     () => admission.queue.length,
   );
-  // Which regime the queue is in: normal (first in, first out, refused past the budget),
-  // overloaded (newest first, refused after the overloaded wait), closed_loop (overloaded, and a
-  // longer wait was found to lower the refusals: clients that send again as soon as refused).
+  // Which regime the queue is in: normal (first in, first out, refused past the budget) or
+  // overloaded (newest first, refused after the overloaded wait).
   new Gauge({
     name: 'http_admission_queue_regime',
-    help: 'The admission queue regime: 1 for the one it is in (normal, overloaded, closed_loop), 0 for the others',
+    help: 'The admission queue regime: 1 for the one it is in (normal, overloaded), 0 for the other',
     labelNames: ['regime'],
     registers: [app.metrics],
     collect() {
-      const now = admission.queue.regime;
-      for (const regime of ['normal', 'overloaded', 'closed_loop'] as const)
-        this.set({ regime }, regime === now ? 1 : 0);
+      const now = admission.queue.overloaded ? 'overloaded' : 'normal';
+      for (const regime of ['normal', 'overloaded'] as const) this.set({ regime }, regime === now ? 1 : 0);
     },
   });
   collected(
