@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsPlugin from 'ajv-formats';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { EVENT_TYPES } from '../../src/events/index.js';
 import { recordDelivered, recordOutcome } from '../../src/webhooks/deliveries.repository.js';
 import { asAdmin, createUser } from '../support/factories.js';
@@ -429,6 +429,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
 
   it('is not leased where no dispatcher runs', async () => {
     const quiet = await buildTestApp({ ...settings, WEBHOOK_DISPATCHER: 'false' }, { resolveHost });
+    onTestFinished(quiet.close); // built in the test, where its afterAll would never run
     const sub = await subscribeOn(asAdmin(quiet.app), '/ok/quiet');
     await createUser(quiet.app);
     expect(await rowsOf(quiet.app.db, sub)).toEqual([
@@ -445,6 +446,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
       { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '2' },
       { resolveHost },
     );
+    onTestFinished(busy.close); // built in the test, where its afterAll would never run
     const sub = await subscribeOn(asAdmin(busy.app), '/slow/busy');
     for (let i = 0; i < 10; i++) await createUser(busy.app);
     const attempted = () => rx.received.filter((r) => r.path === '/slow/busy');
@@ -469,6 +471,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
       { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '2' },
       { resolveHost },
     );
+    onTestFinished(closing.close); // built in the test, where its afterAll would never run
     const sub = await subscribeOn(asAdmin(closing.app), '/slow/closing');
     for (let i = 0; i < 6; i++) await createUser(closing.app);
     await until('the slots full', () => rx.received.filter((r) => r.path === '/slow/closing').length >= 2);
@@ -489,6 +492,7 @@ describe('a new delivery, leased at its insert to the instance that wrote it', a
       { ...settings, WEBHOOK_DISPATCHER: 'true', WEBHOOK_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '4000' },
       { resolveHost },
     );
+    onTestFinished(closing.close); // built in the test, where its afterAll would never run
     const closingApi = asAdmin(closing.app);
     const sub = await subscribeOn(closingApi, '/slow/elsewhere');
     for (let i = 0; i < 3; i++) await createUser(closing.app);

@@ -1,5 +1,6 @@
 // buildTestApp(): the real app on a database of its own: a fresh in-memory PGlite, or a fresh
-// schema in TEST_DATABASE_URL, migrated with the real migrations. Closed after the file.
+// schema in TEST_DATABASE_URL, migrated with the real migrations. Closed after the file, or, for
+// an app built inside a test (where an afterAll never runs), by the test's own close().
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -25,6 +26,12 @@ export interface TestApp {
   config: Config;
   /** Log lines the app wrote (JSON objects), for tests that check logging. */
   logs: Record<string, unknown>[];
+  /**
+   * Closes the app, drops its database and checks its answers against the OpenAPI document (once;
+   * later calls wait for the first). buildTestApp's afterAll calls it; a test that builds an app
+   * inside its body, where that afterAll never runs, calls it itself (onTestFinished).
+   */
+  close: () => Promise<void>;
 }
 
 /**
@@ -138,21 +145,25 @@ export async function buildTestApp(
     ...others,
   });
 
-  afterAll(async () => {
-    // Every answer this file received matched the OpenAPI document (test/support/openapi-conformance.ts).
-    expect(violations(app), 'answers that the OpenAPI document does not describe').toEqual([]);
-    await app.close();
-    await db.destroy();
-    if (schema && config.database.kind === 'postgres') {
-      const sql = postgres(config.database.directUrl, { max: 1, onnotice: () => {} });
-      await sql.unsafe(`drop schema if exists ${schema} cascade`);
-      await sql.end();
-    }
-    if (database !== undefined) {
-      const sql = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
-      await sql.unsafe(`drop database if exists ${database} with (force)`);
-      await sql.end();
-    }
-  });
-  return { app, config, logs };
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    (closed ??= (async () => {
+      await app.close();
+      await db.destroy();
+      if (schema && config.database.kind === 'postgres') {
+        const sql = postgres(config.database.directUrl, { max: 1, onnotice: () => {} });
+        await sql.unsafe(`drop schema if exists ${schema} cascade`);
+        await sql.end();
+      }
+      if (database !== undefined) {
+        const sql = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
+        await sql.unsafe(`drop database if exists ${database} with (force)`);
+        await sql.end();
+      }
+      // Every answer this app received matched the OpenAPI document (test/support/openapi-conformance.ts),
+      // checked after the clean-up so that a failure here leaves nothing open.
+      expect(violations(app), 'answers that the OpenAPI document does not describe').toEqual([]);
+    })());
+  afterAll(close);
+  return { app, config, logs, close };
 }
