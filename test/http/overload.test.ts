@@ -322,8 +322,7 @@ describe('a closed loop behind requests that hold every place', () => {
         seconds: 1.5,
         plan: () => ({ method: 'GET', path: '/api/v1/users?page=1&size=5' }),
         headers: { authorization: ADMIN },
-      });
-      clearInterval(watching);
+      }).finally(() => clearInterval(watching));
       expect(crowd.statuses.get(200) ?? 0).toBe(0);
       expect(stuck.app.admission.queue.overloaded).toBe(true);
       expect(await stuck.app.metrics.metrics()).toMatch(/^http_admission_queue_regime\{regime="overloaded"\} 1$/m);

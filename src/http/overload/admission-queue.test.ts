@@ -190,6 +190,23 @@ describe('the admission queue', () => {
     expect(refusalsIn(now() - 1000, now())).toBe(0);
   });
 
+  it('so is a small crowd, whose overloaded wait is the least', () => {
+    // 30 clients, a place freeing every ms: in turn each waits 30 ms; newest first after the
+    // stall, refused after 10 ms (what keeps 4 refusals a start allows 7.5).
+    let stalled = true;
+    const { queue, run, refusalsIn, now } = drive({
+      ms: 300,
+      clients: 30,
+      closed: true,
+      serve: () => (stalled ? 0 : 1),
+    });
+    expect(queue.overloaded).toBe(true);
+    stalled = false;
+    run(4000);
+    expect(queue.overloaded).toBe(false);
+    expect(refusalsIn(now() - 1000, now())).toBe(0);
+  });
+
   it('skips a request whose client left, and says when it is full', () => {
     const { queue, add } = setUp({ maxLength: 2 });
     const first = add();

@@ -14,7 +14,7 @@
 //
 // What refusing costs: the overloaded wait is the longer of a few ms (`fastMs`) and what keeps
 // the refusals within `refusalsPerStart` for each request the instance starts (or within
-// `refusalsPerS` a second, 1,000, some 2.5–5% of a core, if that is more), given what waits:
+// `refusalsPerS` a second, 1,000, some 2.5–8% of a core, if that is more), given what waits:
 // everything waiting, refused once a wait, is length / wait refusals a second. An open loop of
 // clients (more arriving than the instance serves, whatever it serves) is refused at the rate its
 // excess arrives however long each waits, and its queue shrinks with the wait (length ≈ excess ×
@@ -27,12 +27,13 @@
 // the allowance. No closed loop is told from an open one: the bound is on what refusing costs.
 //
 // Newest first, a closed loop's oldest requests never reach the front, and its refusals would go
-// on even once the crowd fits first in, first out (after a stall). So an overloaded queue held
-// longer than a few ms (a standing crowd) tries the normal regime again once what waits would
-// start within 75% of the allowance at the rate requests start (no sooner than `trialMs`, twice
-// the budget, after it became overloaded): a
-// trial that refuses within twice the budget brings the overloaded regime back at once, and the
-// next trial waits twice as long, up to 16 times `trialMs`; one that refuses nothing stays.
+// on even once the crowd fits first in, first out (after a stall). So the overloaded queue tries
+// the normal regime again once what waits would start within 75% of the allowance at the rate
+// requests start (no sooner than `trialMs`, twice the budget, after it became overloaded). The
+// trial ends at once, overloaded again, when the oldest has waited twice what that estimate said
+// (more arrives than starts: an open loop, whose admitted requests have then waited a few ms
+// more), or when it refuses within twice the budget; the next trial then waits twice as long, up
+// to 16 times `trialMs`. A trial that holds ends the overloaded regime.
 /** How often the queue looks at its oldest while something waits (ms). */
 const TICK_MS = 5;
 /** How often the rate at which requests start is taken (ms). */
@@ -88,8 +89,9 @@ export class AdmissionQueue<T extends Waiting> {
   #startsPerS = 0;
   #trialEveryMs: number;
   #nextTrialAt = Number.POSITIVE_INFINITY;
-  /** When the normal regime was last tried again. */
+  /** When the normal regime was last tried again, and the wait that ends the trial at once. */
   #trialStartedAt = Number.NEGATIVE_INFINITY;
+  #trialLimitMs = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
@@ -142,7 +144,10 @@ export class AdmissionQueue<T extends Waiting> {
     this.#items.push(item);
     this.length++;
     if (this.#timer === undefined) {
-      this.#stepStart = performance.now();
+      const now = performance.now();
+      // Idle for over a second: the rate requests started at then says nothing of now.
+      if (now - this.#stepStart > 1000) this.#startsPerS = 0;
+      this.#stepStart = now;
       this.#stepStarts = 0;
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
     }
@@ -172,13 +177,7 @@ export class AdmissionQueue<T extends Waiting> {
       if (item.out) continue;
       item.out = true;
       this.length--;
-      // Newest first, the newest may still have waited past what can be answered in time:
-      // refused, not started.
-      if (now - item.at > this.allowanceMs) {
-        this.#refused(now);
-        this.refuse(item);
-        continue;
-      }
+      // (None left has waited past the allowance: expire() refused those, oldest first.)
       this.#stepStarts++;
       this.#compact();
       return item;
@@ -190,6 +189,7 @@ export class AdmissionQueue<T extends Waiting> {
   /** Refuses, oldest first, every request that has waited past the time-out. */
   expire(now: number): void {
     if (this.#overloaded && now - this.#lastRefusal > this.#calmMs) this.#calm();
+    if (!this.#overloaded && now - this.#trialStartedAt <= 2 * this.#budgetMs) this.#judgeTrial(now);
     const timeoutMs = this.timeoutMs;
     while (this.length > 0 && this.#head < this.#items.length) {
       const oldest = this.#items[this.#head];
@@ -230,6 +230,28 @@ export class AdmissionQueue<T extends Waiting> {
     this.#trialStartedAt = Number.NEGATIVE_INFINITY;
   }
 
+  /**
+   * On trial, first in, first out: a queue whose oldest has waited more than twice what it was
+   * expected to (more arrives than starts: an open loop) is overloaded again at once, before
+   * anything it admits has waited long.
+   */
+  #judgeTrial(now: number): void {
+    const oldest = this.#oldest();
+    if (oldest === undefined || now - oldest.at <= this.#trialLimitMs) return;
+    this.#trialStartedAt = Number.NEGATIVE_INFINITY;
+    this.#overloaded = true;
+    this.#trialEveryMs = Math.min(16 * this.#trialMs, 2 * this.#trialEveryMs);
+    this.#nextTrialAt = now + this.#trialEveryMs;
+  }
+
+  #oldest(): T | undefined {
+    for (let i = this.#head; i < this.#items.length; i++) {
+      const item = this.#items[i];
+      if (item !== undefined && !item.out) return item;
+    }
+    return undefined;
+  }
+
   #calm(): void {
     this.#overloaded = false;
     this.#trialStartedAt = Number.NEGATIVE_INFINITY;
@@ -242,18 +264,13 @@ export class AdmissionQueue<T extends Waiting> {
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
-      // A queue held longer than a few ms to keep its refusals within their share (a standing
-      // crowd: an open loop's queue shrinks with the wait) that would start within 75% of the
-      // allowance, first in, first out: the normal regime again, on trial.
-      if (
-        this.#overloaded &&
-        now >= this.#nextTrialAt &&
-        this.overloadedWaitMs > this.#fastMs &&
-        this.#startsPerS > 0 &&
-        (1000 * this.length) / this.#startsPerS <= 0.75 * this.allowanceMs
-      ) {
+      // What waits would start within 75% of the allowance, first in, first out: the normal
+      // regime again, on trial.
+      const drainMs = this.#startsPerS > 0 ? (1000 * this.length) / this.#startsPerS : Number.POSITIVE_INFINITY;
+      if (this.#overloaded && now >= this.#nextTrialAt && drainMs <= 0.75 * this.allowanceMs) {
         this.#overloaded = false;
         this.#trialStartedAt = now;
+        this.#trialLimitMs = Math.max(2 * drainMs, 2 * this.#fastMs);
       }
     }
     this.tick();
