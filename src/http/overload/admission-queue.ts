@@ -31,8 +31,8 @@
 // the normal regime again once what waits would start within 75% of the allowance at the rate
 // requests start (no sooner than `trialMs`, twice the budget, after it became overloaded). The
 // trial ends at once, overloaded again, when the oldest has waited twice what that estimate said
-// (more arrives than starts: an open loop, whose admitted requests have then waited a few ms
-// more), or when it refuses within twice the budget; the next trial then waits twice as long, up
+// and half the allowance (more arrives than starts: an open loop, whose admitted requests have
+// then waited that long, within the budget), or when it refuses within twice the budget; the next trial then waits twice as long, up
 // to 16 times `trialMs`. A trial that holds ends the overloaded regime.
 /** How often the queue looks at its oldest while something waits (ms). */
 const TICK_MS = 5;
@@ -270,7 +270,9 @@ export class AdmissionQueue<T extends Waiting> {
       if (this.#overloaded && now >= this.#nextTrialAt && drainMs <= 0.75 * this.allowanceMs) {
         this.#overloaded = false;
         this.#trialStartedAt = now;
-        this.#trialLimitMs = Math.max(2 * drainMs, 2 * this.#fastMs);
+        // (Half the allowance at least: a crowd that fits waits a little longer now and then, as
+        // a loaded host or a collection makes it; an open loop's admitted requests wait no more.)
+        this.#trialLimitMs = Math.max(2 * drainMs, 0.5 * this.allowanceMs);
       }
     }
     this.tick();
