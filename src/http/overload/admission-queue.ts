@@ -31,7 +31,7 @@
 // the normal regime again once what waits would start within 75% of the allowance at the rate
 // requests start (no sooner than `trialMs`, twice the budget, after it became overloaded). The
 // trial ends at once, overloaded again, when the oldest has waited twice what that estimate said
-// and half the allowance (more arrives than starts: an open loop, whose admitted requests have
+// and a quarter of the allowance (more arrives than starts: an open loop, whose admitted requests have
 // then waited that long, within the budget), or when it refuses within twice the budget; the next trial then waits twice as long, up
 // to 16 times `trialMs`. A trial that holds ends the overloaded regime.
 /** How often the queue looks at its oldest while something waits (ms). */
@@ -267,12 +267,14 @@ export class AdmissionQueue<T extends Waiting> {
       // What waits would start within 75% of the allowance, first in, first out: the normal
       // regime again, on trial.
       const drainMs = this.#startsPerS > 0 ? (1000 * this.length) / this.#startsPerS : Number.POSITIVE_INFINITY;
-      if (this.#overloaded && now >= this.#nextTrialAt && drainMs <= 0.75 * this.allowanceMs) {
+      // (Only while requests start: with every place held, nothing would start in order either.)
+      if (this.#overloaded && perS > 0 && now >= this.#nextTrialAt && drainMs <= 0.75 * this.allowanceMs) {
         this.#overloaded = false;
         this.#trialStartedAt = now;
-        // (Half the allowance at least: a crowd that fits waits a little longer now and then, as
-        // a loaded host or a collection makes it; an open loop's admitted requests wait no more.)
-        this.#trialLimitMs = Math.max(2 * drainMs, 0.5 * this.allowanceMs);
+        // (A quarter of the allowance at least: a crowd that fits waits a little longer now and
+        // then, as a loaded host or a collection makes it; an open loop's admitted requests wait
+        // no more.)
+        this.#trialLimitMs = Math.max(2 * drainMs, 2 * this.#fastMs, 0.25 * this.allowanceMs);
       }
     }
     this.tick();
