@@ -70,8 +70,6 @@ export class AdmissionQueue<T extends Waiting> {
   /** Waiting, clients gone apart. */
   length = 0;
   readonly maxLength: number;
-  /** Refusals of the queue's (waited too long, or the queue was full), since it was made. */
-  refusals = 0;
 
   readonly #budgetMs: number;
   readonly #serviceMs: () => number;
@@ -218,16 +216,21 @@ export class AdmissionQueue<T extends Waiting> {
   }
 
   #refused(now: number): void {
-    this.refusals++;
     this.#lastRefusal = now;
     if (this.#overloaded) return;
+    // A refusal within a trial of the normal regime: still over what fits.
+    if (now - this.#trialStartedAt <= 2 * this.#budgetMs) return this.#trialFailed(now);
     this.#overloaded = true;
-    if (now - this.#trialStartedAt <= 2 * this.#budgetMs) {
-      // The trial of the normal regime refused: still over what fits. The next trial later.
-      this.#trialEveryMs = Math.min(16 * this.#trialMs, 2 * this.#trialEveryMs);
-    } else this.#trialEveryMs = this.#trialMs;
+    this.#trialEveryMs = this.#trialMs;
     this.#nextTrialAt = now + this.#trialEveryMs;
+  }
+
+  /** A trial of the normal regime failed: overloaded again, and the next trial twice as late. */
+  #trialFailed(now: number): void {
+    this.#overloaded = true;
     this.#trialStartedAt = Number.NEGATIVE_INFINITY;
+    this.#trialEveryMs = Math.min(16 * this.#trialMs, 2 * this.#trialEveryMs);
+    this.#nextTrialAt = now + this.#trialEveryMs;
   }
 
   /**
@@ -237,11 +240,7 @@ export class AdmissionQueue<T extends Waiting> {
    */
   #judgeTrial(now: number): void {
     const oldest = this.#oldest();
-    if (oldest === undefined || now - oldest.at <= this.#trialLimitMs) return;
-    this.#trialStartedAt = Number.NEGATIVE_INFINITY;
-    this.#overloaded = true;
-    this.#trialEveryMs = Math.min(16 * this.#trialMs, 2 * this.#trialEveryMs);
-    this.#nextTrialAt = now + this.#trialEveryMs;
+    if (oldest !== undefined && now - oldest.at > this.#trialLimitMs) this.#trialFailed(now);
   }
 
   #oldest(): T | undefined {
