@@ -1,102 +1,28 @@
 // The overload bench's native generator (open-loop.c, run by open-loop-native.ts) against local
-// servers whose answers are known, as open-loop.test.ts pins openLoop(): the same open-loop
-// properties, since the figures of bench --overload come from it wherever a C compiler is. On a
-// machine without one these tests are skipped (the bench runs openLoop() there, tested beside).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// servers whose answers are known: its own cases (the schedule at 1,000 a second, time-outs that
+// close a connection, answers split across reads, what counts as good), beside the open-loop
+// properties that open-loop.test.ts pins for it and openLoop() alike, since the figures of bench
+// --overload come from it wherever a C compiler is. On a machine without one these tests are
+// skipped (the bench runs openLoop() there).
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAnswerServer, type AnswerServer } from './answer-server.js';
 import { nativeBinary, openLoopNative } from './open-loop-native.js';
-import { percentile } from './open-loop.js';
 
-const HOLD_MS = 100;
 const native = nativeBinary() !== undefined;
 
-let server: Server;
-let port: number;
-const bodies: string[] = [];
-/** When each request reached the server (performance.now()), in order. */
-const arrivals: number[] = [];
-
-function handle(request: IncomingMessage, response: ServerResponse): void {
-  arrivals.push(performance.now());
-  let body = '';
-  request.setEncoding('utf8');
-  request.on('data', (chunk: string) => (body += chunk));
-  request.on('end', () => {
-    const url = request.url ?? '';
-    const wait = /^\/after\/(\d+)$/.exec(url);
-    if (url === '/slow') {
-      // Every answer takes HOLD_MS: two connections serve 20 a second.
-      setTimeout(() => response.writeHead(200, { 'content-length': '2' }).end('ok'), HOLD_MS);
-    } else if (wait !== null) {
-      setTimeout(() => response.writeHead(200, { 'content-length': '0' }).end(), Number(wait[1]));
-    } else if (url === '/refuse') {
-      response.writeHead(503, { 'content-length': '4', 'retry-after': '1' }).end('busy');
-    } else if (url === '/refuse-late') {
-      setTimeout(() => response.writeHead(503, { 'content-length': '4' }).end('busy'), 50);
-    } else if (url === '/large') {
-      // An answer in many reads: its body is skipped by its Content-Length.
-      response.writeHead(200, { 'content-length': String(200_000) }).end('x'.repeat(200_000));
-    } else if (request.method === 'POST') {
-      bodies.push(body);
-      response.writeHead(201, { 'content-length': String(Buffer.byteLength(body)) }).end(body);
-    } else {
-      response.writeHead(200, { 'content-length': '0' }).end();
-    }
-  });
-}
-
-beforeAll(async () => {
-  server = createServer(handle);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  port = (server.address() as AddressInfo).port;
-});
-
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
-
-const answeredCount = (statuses: Map<number, number>) => [...statuses.values()].reduce((a, b) => a + b, 0);
+let server: AnswerServer;
+beforeAll(async () => (server = await startAnswerServer()));
+afterAll(() => server.close());
 
 describe.runIf(native)('openLoopNative', () => {
-  it('counts each answer by status, 503s apart, and sends each body', async () => {
-    bodies.length = 0;
-    const result = await openLoopNative({
-      port,
-      rate: 200,
-      seconds: 0.5,
-      connections: 10,
-      headers: { authorization: 'Bearer t' },
-      distinct: 100,
-      plan: (i) =>
-        i % 3 === 0
-          ? { method: 'GET', path: '/refuse' }
-          : i % 3 === 1
-            ? { method: 'POST', path: '/orders', body: JSON.stringify({ n: i }) }
-            : { method: 'GET', path: '/large' },
-    });
-    expect(result.offered).toBe(100);
-    expect(Object.fromEntries(result.statuses)).toEqual({ 503: 34, 201: 33, 200: 33 });
-    expect(result.refused).toHaveLength(34);
-    expect(result.admitted).toHaveLength(66);
-    expect(result.good).toBe(66);
-    expect(result.timeouts + result.errors).toBe(0);
-    expect(bodies.map((b) => (JSON.parse(b) as { n: number }).n).sort((a, b) => a - b)).toEqual(
-      Array.from({ length: 33 }, (_, k) => 3 * k + 1),
-    );
-    const perSecond = result.perSecond.reduce((t, s) => ({ ok: t.ok + s.ok, refused: t.refused + s.refused }));
-    expect(perSecond).toEqual({ ok: 66, refused: 34 });
-    expect(result.generator?.connectionsOpened).toBe(10);
-  });
-
   it('sends plan(i mod distinct): a few request texts round-robin', async () => {
-    bodies.length = 0;
+    server.bodies.length = 0;
     const result = await openLoopNative({
-      port,
+      port: server.port,
       rate: 200,
       seconds: 0.2,
       connections: 4,
@@ -106,14 +32,14 @@ describe.runIf(native)('openLoopNative', () => {
     });
     expect(result.offered).toBe(40);
     expect(Object.fromEntries(result.statuses)).toEqual({ 201: 40 });
-    expect(bodies.filter((b) => b === '3')).toHaveLength(10);
+    expect(server.bodies.filter((b) => b === '3')).toHaveLength(10);
   });
 
   it('keeps the schedule: the offered count, at the rate, each request counted once', async () => {
-    arrivals.length = 0;
+    server.arrivals.length = 0;
     const started = performance.now();
     const result = await openLoopNative({
-      port,
+      port: server.port,
       rate: 1000,
       seconds: 1,
       connections: 50,
@@ -127,12 +53,14 @@ describe.runIf(native)('openLoopNative', () => {
     expect(result.perSecond.map((s) => s.ok)).toEqual([1000, 0]);
     // The 1,000 requests reach the server over one second, about 100 in each tenth of it, not
     // in a burst (the generator's turn is ≤ 1 ms; a busy test machine delays it by more).
-    expect(arrivals).toHaveLength(1000);
-    const first = arrivals[0] ?? 0;
-    const span = (arrivals.at(-1) ?? 0) - first;
+    expect(server.arrivals).toHaveLength(1000);
+    const first = server.arrivals[0] ?? 0;
+    const span = (server.arrivals.at(-1) ?? 0) - first;
     expect(span).toBeGreaterThan(900);
     expect(span).toBeLessThan(1400);
-    const tenths = Array.from({ length: 10 }, (_, k) => arrivals.filter((t) => Math.floor((t - first) / 100) === k));
+    const tenths = Array.from({ length: 10 }, (_, k) =>
+      server.arrivals.filter((t) => Math.floor((t - first) / 100) === k),
+    );
     for (const tenth of tenths) expect(tenth.length).toBeGreaterThan(25);
     expect(elapsed).toBeLessThan(1000 + 1500);
   });
@@ -226,7 +154,7 @@ describe.runIf(native)('openLoopNative', () => {
 
   it('counts 503s as refused, with their latency, and never as good', async () => {
     const result = await openLoopNative({
-      port,
+      port: server.port,
       rate: 100,
       seconds: 0.3,
       connections: 10,
@@ -244,7 +172,7 @@ describe.runIf(native)('openLoopNative', () => {
   it('counts as good only 2xx answered within goodMs of the due time', async () => {
     // Alternately at once and after 300 ms, with goodMs 150: only the first half are good.
     const result = await openLoopNative({
-      port,
+      port: server.port,
       rate: 100,
       seconds: 0.4,
       connections: 20,
@@ -256,40 +184,6 @@ describe.runIf(native)('openLoopNative', () => {
     expect(Object.fromEntries(result.statuses)).toEqual({ 200: 40 });
     expect(result.good).toBe(20);
     expect(result.admitted.filter((ms) => ms >= 300 - 1)).toHaveLength(20);
-  });
-
-  it('offers on schedule past what the server serves, counts latency from the due time, and abandons at the time-out', async () => {
-    // As open-loop.test.ts: 40 requests due 25 ms apart, two connections serving one each 50 ms.
-    // A closed loop would read HOLD_MS for each answer; the k-th is due at 25k ms and answered
-    // near 100 + 50k, so the queue's wait shows in its latency, and the later ones time out.
-    const started = performance.now();
-    const result = await openLoopNative({
-      port,
-      rate: 40,
-      seconds: 1,
-      connections: 2,
-      timeoutMs: 700,
-      goodMs: 250,
-      headers: {},
-      plan: () => ({ method: 'GET', path: '/slow' }),
-    });
-    const elapsed = performance.now() - started;
-    expect(result.offered).toBe(40);
-    const answered = answeredCount(result.statuses);
-    expect(answered + result.timeouts + result.errors).toBe(40);
-    expect(result.admitted).toHaveLength(answered);
-    expect(Math.min(...result.admitted)).toBeGreaterThanOrEqual(HOLD_MS - 1);
-    // The k-th answered waited for the k answers before it, two at a time.
-    const sorted = [...result.admitted].sort((a, b) => a - b);
-    expect(sorted[6]).toBeGreaterThan(2 * HOLD_MS);
-    expect(Math.max(...result.admitted)).toBeGreaterThan(3 * HOLD_MS);
-    expect(result.good).toBeGreaterThanOrEqual(1);
-    expect(result.good).toBeLessThanOrEqual(12);
-    expect(result.timeouts).toBeGreaterThanOrEqual(5);
-    expect(result.generator?.sendLagMax).toBeGreaterThan(3 * HOLD_MS);
-    expect(elapsed).toBeLessThan(1000 + 700 + 1000);
-    expect(Math.max(...result.admitted)).toBeLessThan(700);
-    expect(percentile(result.admitted, 99)).toBeLessThan(700);
   });
 });
 
