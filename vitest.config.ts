@@ -13,6 +13,8 @@ export default defineConfig({
     allowOnly: !process.env.CI,
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // Apps that a test built where no afterAll of theirs runs are closed after the file.
+    setupFiles: ['test/support/close-apps.ts'],
     coverage: {
       provider: 'v8',
       include: ['src/**/*.ts'],

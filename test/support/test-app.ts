@@ -1,6 +1,7 @@
 // buildTestApp(): the real app on a database of its own: a fresh in-memory PGlite, or a fresh
-// schema in TEST_DATABASE_URL, migrated with the real migrations. Closed after the file, or, for
-// an app built inside a test (where an afterAll never runs), by the test's own close().
+// schema in TEST_DATABASE_URL, migrated with the real migrations. Closed after its describe or
+// file; one built inside a test or a hook (where an afterAll never runs) after the file
+// (test/support/close-apps.ts), or sooner by the test's own close().
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -12,6 +13,7 @@ import { loadConfig, type Config } from '../../src/config/config.js';
 import { createDatabase } from '../../src/db/create-database.js';
 import { prepareDatabase } from '../../src/db/migrate.js';
 import { loggerOptions } from '../../src/logger.js';
+import { openApps } from './app-registry.js';
 import { openapiConformance, violations } from './openapi-conformance.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
@@ -28,8 +30,9 @@ export interface TestApp {
   logs: Record<string, unknown>[];
   /**
    * Closes the app, drops its database and checks its answers against the OpenAPI document (once;
-   * later calls wait for the first). buildTestApp's afterAll calls it; a test that builds an app
-   * inside its body, where that afterAll never runs, calls it itself (onTestFinished).
+   * later calls wait for the first). buildTestApp's afterAll calls it, or, for an app built inside
+   * a test or a hook, the file's (test/support/close-apps.ts); a test may call it sooner
+   * (onTestFinished) to free the app's connections.
    */
   close: () => Promise<void>;
 }
@@ -148,6 +151,7 @@ export async function buildTestApp(
   let closed: Promise<void> | undefined;
   const close = () =>
     (closed ??= (async () => {
+      openApps.delete(close);
       await app.close();
       await db.destroy();
       if (schema && config.database.kind === 'postgres') {
@@ -164,6 +168,9 @@ export async function buildTestApp(
       // checked after the clean-up so that a failure here leaves nothing open.
       expect(violations(app), 'answers that the OpenAPI document does not describe').toEqual([]);
     })());
+  // After the file's tests, or its describe's (registered while the file is collected); an
+  // afterAll registered inside a running test or hook never runs: the registry's closes those.
+  openApps.add(close);
   afterAll(close);
   return { app, config, logs, close };
 }
