@@ -35,6 +35,8 @@ import { percentile, type Planned } from '../lib/open-loop.js';
 import { instrumentFirst } from './overload.js';
 
 const CROWDS = (process.env.BENCH_CROWDS ?? '64,256,1000').split(',').map(Number);
+/** Seconds each side serves a request before its first measured round (BENCH_CROWDS_WARM_UP). */
+const WARM_UP_S = Number(process.env.BENCH_CROWDS_WARM_UP ?? 15);
 const BUDGET_MS = 250;
 const TIMEOUT_MS = 2000;
 
@@ -149,6 +151,10 @@ export async function crowds(): Promise<void> {
   };
   const verdicts: string[] = [];
   for (const request of requests.filter((r) => ONLY === undefined || ONLY.test(r.name))) {
+    // Each side's first seconds on a request run cold (its first orders ran at half the rate for
+    // over 10 s, whichever side went first: docs/benchmark-log.md), so both sides serve it for
+    // WARM_UP_S before its first measured round, and 2 s before each round after.
+    for (const side of sides) await run(side.server, request, CROWDS[0] ?? 64, WARM_UP_S);
     for (const clients of CROWDS) {
       const runs: Record<'protected' | 'off', Run[]> = { protected: [], off: [] };
       for (let round = 0; round < ROUNDS; round++) {
@@ -203,7 +209,7 @@ export async function crowds(): Promise<void> {
   await stopServer(open);
 
   console.log(`
-closed loop, no think time, Retry-After ignored; ${DURATION} s a round after 2 s of warm-up, ${ROUNDS} rounds, the sides alternating; 2-s client time-out; good = 2xx within 500 ms; pool ${POOL}
+closed loop, no think time, Retry-After ignored; ${DURATION} s a round after 2 s of warm-up (${WARM_UP_S} s before a request's first round), ${ROUNDS} rounds, the sides alternating; 2-s client time-out; good = 2xx within 500 ms; pool ${POOL}
 ${priority}
 
 ${table(rows)}
