@@ -33,12 +33,13 @@
 //   npm run bench -- --overload       one instance offered 1×, 2× and 3× its capacity C in an open
 //                                     loop (2-s client time-out, a probe beside), then 0.5× C: goodput,
 //                                     statuses, time-outs, p99 of admitted requests and of 503s,
-//                                     for a list page and for orders on one product
+//                                     for GET by id, a list page and orders on one product
 //   npm run bench -- --crowds        crowds of 64, 256 and 1,000 clients in a closed loop (no think
 //                                     time, Retry-After ignored) against this build and the same with
 //                                     OVERLOAD_PROTECTION=false, alternating rounds: GET by id, the list
-//                                     page, orders on one product; then a change of mix (GET by id, then
-//                                     the list page at once)
+//                                     page, orders on one product (each side warmed on a request for
+//                                     BENCH_CROWDS_WARM_UP s, 15, first); then a change of mix (GET by
+//                                     id, then the list page at once)
 //   npm run bench -- --side-by-side   this build and BENCH_BASELINE's (a git ref, BENCH_BASELINE_PATCH
 //                                     applied if given) at the same moment on the server core, each
 //                                     with its own wrk: the ratio of their CPU per request, round by
