@@ -37,8 +37,13 @@ import {
   wrk,
   type Server,
 } from '../lib/common.js';
-import { generatorName, openLoopNative, type OpenLoopOptions } from '../lib/open-loop-native.js';
-import { percentile, type OpenLoopResult, type Planned } from '../lib/open-loop.js';
+import {
+  generatorName,
+  openLoopNative,
+  type NativeOpenLoopResult,
+  type OpenLoopOptions,
+} from '../lib/open-loop-native.js';
+import { percentile, type Planned } from '../lib/open-loop.js';
 
 const SECONDS = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 15);
 /** The bench's token (set by setUp, after this module loads). */
@@ -49,7 +54,8 @@ const authorization = () => ({ authorization: `Bearer ${TOKEN}` });
  * native generator, in a process of its own on the load core, or openLoop() in this one where no
  * C compiler is found (said once). Every plan here repeats every USERS requests.
  */
-const generate = (options: OpenLoopOptions): Promise<OpenLoopResult> => openLoopNative({ ...options, distinct: USERS });
+const generate = (options: OpenLoopOptions): Promise<NativeOpenLoopResult> =>
+  openLoopNative({ ...options, distinct: USERS });
 
 interface Mix {
   name: string;
@@ -113,7 +119,7 @@ async function startProbe(port: number): Promise<{ stop: () => Promise<{ latenci
 
 interface Phase {
   label: string;
-  result: OpenLoopResult;
+  result: NativeOpenLoopResult;
   probe: { latencies: number[]; failures: number };
   serverUs: number;
   /** The phase's wall time (its seconds, and the wait for its last answers), µs. */
@@ -174,6 +180,9 @@ function row(mix: string, c: number, p: Phase): string[] {
     f0(percentile(r.admitted, 99)),
     f0(percentile(r.refused, 99)),
     `${f0(percentile(p.probe.latencies, 99))} / ${p.probe.failures}`,
+    // From a request's due time to its write (the native generator's): a wait for a free
+    // connection, all of the 1,000 waiting on answers or refusals, shows here.
+    r.generator === undefined ? '-' : `${f0(r.generator.sendLagP99)} / ${f0(r.generator.sendLagMax)}`,
     // The service's CPU over the phase, as a share of its one core.
     f2(p.serverUs / p.wallUs),
     `${f0(p.loop.p99)} / ${f0(p.loop.max)}`,
@@ -349,6 +358,7 @@ export async function overload(): Promise<void> {
       'p99 admitted ms',
       'p99 503 ms',
       'probe p99 ms / failed',
+      'send lag p99 / max ms',
       'service core',
       'loop delay p99 / max ms',
       'load core',
