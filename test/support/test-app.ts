@@ -152,18 +152,32 @@ export async function buildTestApp(
   const close = () =>
     (closed ??= (async () => {
       openApps.delete(close);
-      await app.close();
-      await db.destroy();
-      if (schema && config.database.kind === 'postgres') {
-        const sql = postgres(config.database.directUrl, { max: 1, onnotice: () => {} });
-        await sql.unsafe(`drop schema if exists ${schema} cascade`);
-        await sql.end();
-      }
-      if (database !== undefined) {
-        const sql = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
-        await sql.unsafe(`drop database if exists ${database} with (force)`);
-        await sql.end();
-      }
+      // Every step, whatever the one before did: a failed app.close() still drops the database.
+      const errors: unknown[] = [];
+      const step = async (run: () => Promise<unknown>) => {
+        try {
+          await run();
+        } catch (error) {
+          errors.push(error);
+        }
+      };
+      await step(() => app.close());
+      await step(() => db.destroy());
+      const { directUrl } = config.database.kind === 'postgres' ? config.database : { directUrl: undefined };
+      if (schema && directUrl !== undefined)
+        await step(async () => {
+          const sql = postgres(directUrl, { max: 1, onnotice: () => {} });
+          await sql.unsafe(`drop schema if exists ${schema} cascade`);
+          await sql.end();
+        });
+      if (database !== undefined)
+        await step(async () => {
+          const sql = postgres(testPostgres.directUrl!, { max: 1, onnotice: () => {} });
+          await sql.unsafe(`drop database if exists ${database} with (force)`);
+          await sql.end();
+        });
+      if (errors.length > 0)
+        throw errors.length === 1 ? errors[0] : new AggregateError(errors, 'closing a test app failed');
       // Every answer this app received matched the OpenAPI document (test/support/openapi-conformance.ts),
       // checked after the clean-up so that a failure here leaves nothing open.
       expect(violations(app), 'answers that the OpenAPI document does not describe').toEqual([]);
