@@ -381,7 +381,7 @@ export async function overload(): Promise<void> {
     // 15 s of warm-up. Each closed loop and each phase starts from a vacuumed database: autovacuum
     // is off on the bench's host, and 10 s of orders leave tens of thousands of dead versions of
     // the product's row, which every later order reads past (C read 1,107, 651 and 503/s at 64,
-    // 256 and 1,000 connections without it, against 2,300–3,600 in the crowds bench).
+    // 256 and 1,000 connections without it, against 2,200–3,600 in the crowds bench).
     await wrk(off, mix.lua, 15); // warm-up
     const closedLoop = async (connections: number) => {
       await vacuumAnalyze();
