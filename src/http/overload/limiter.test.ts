@@ -6,13 +6,20 @@ import { ConcurrencyLimiter } from './limiter.js';
 /**
  * Runs `windows` windows of 100 ms against an instance that answers at most `capacity` a
  * second, each request taking at least `leastMs`: by Little's law, `n` executing take
- * max(leastMs, n / capacity) each. `demand` requests want a place (the rest wait: the limit binds).
+ * max(leastMs, n / capacity) each on average. `demand` requests want a place (the rest wait: the
+ * limit binds). `spread`: the service times spread evenly from nothing to twice their mean (as
+ * requests that wait in turn on one row's lock), rather than all the mean.
  */
 function drive(
   limiter: ConcurrencyLimiter,
   clock: { now: number },
   windows: number,
-  { capacity, leastMs, demand = Number.POSITIVE_INFINITY }: { capacity: number; leastMs: number; demand?: number },
+  {
+    capacity,
+    leastMs,
+    demand = Number.POSITIVE_INFINITY,
+    spread = false,
+  }: { capacity: number; leastMs: number; demand?: number; spread?: boolean },
 ): number[] {
   const limits: number[] = [];
   for (let w = 0; w < windows; w++) {
@@ -24,7 +31,8 @@ function drive(
     // answer's place is taken again at once while there is demand.
     const answers = Math.max(1, Math.round((executing * 100) / serviceMs));
     for (let i = 0; i < answers; i++) {
-      limiter.release(serviceMs, clock.now + ((i + 1) * 100) / answers);
+      const ms = spread ? (2 * serviceMs * (i + 0.5)) / answers : serviceMs;
+      limiter.release(ms, clock.now + ((i + 1) * 100) / answers);
       if (limiter.inflight < demand && !limiter.tryAcquire()) limiter.bind();
     }
     clock.now += 100;
@@ -41,6 +49,18 @@ describe('the limit on requests executing', () => {
     const settled = limits.slice(-30);
     expect(Math.min(...settled)).toBeGreaterThan(250);
     expect(Math.max(...settled)).toBeLessThan(400);
+  });
+
+  it("keeps the service time's p99, not its mean, at the target when the service times spread", () => {
+    // The same instance, its service times spread evenly to twice their mean: a p99 of 62.5 ms
+    // is a mean of about 31 ms, about 156 executing.
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 5000, initial: 20, targetMs: 62.5 });
+    const limits = drive(limiter, { now: 0 }, 100, { capacity: 5000, leastMs: 1, spread: true });
+    const settled = limits.slice(-30);
+    expect(Math.min(...settled)).toBeGreaterThan(120);
+    expect(Math.max(...settled)).toBeLessThan(200);
+    expect(limiter.p99).toBeGreaterThan(50);
+    expect(limiter.p99).toBeLessThanOrEqual(62.5 * 1.19);
   });
 
   it('follows the throughput down when the instance delivers less (dearer requests, a slower host), never to its floor', () => {

@@ -4,11 +4,14 @@
 // rises for another reason (a host that takes the core away, dearer requests, work the instance
 // spends refusing) would otherwise ratchet the limit down while throughput falls with it.
 //
-// By Little's law, requests executing = throughput × service time. Past the knee (the core or a
-// hot row saturated), throughput stays at its peak X and every request more in flight only adds
-// to everyone's service time: the limit X × target keeps the service time at the target (40%
-// of the latency budget), and what is over the limit waits in the admission queue
-// (admission-queue.ts), which refuses only what could not be answered in time. Below the knee,
+// By Little's law, requests executing = throughput × mean service time. Past the knee (the core
+// or a hot row saturated), throughput stays at its peak X and every request more in flight only
+// adds to everyone's service time: the limit X × target × (mean / p99 of the service time) keeps
+// the service time's p99 at the target (40% of the latency budget), whatever the spread of the
+// service times (requests waiting on one row's lock in turn spread from near nothing to the
+// whole line's time), and what is over the limit waits in the admission queue
+// (admission-queue.ts), which refuses only what could not be answered in time: the queue leaves
+// a request the budget less that p99. Below the knee,
 // throughput grows with the limit, and so does the limit (at most doubling a window). Requests
 // that take longer alone than the target (a password hash) keep CONCURRENCY_LIMIT_MIN places at
 // least: keep it above the knee of such work (the hashing threads, the database connections).
@@ -54,10 +57,14 @@ export class ConcurrencyLimiter {
   readonly #minSamples: number;
   readonly #histogram = new Uint32Array(BUCKETS);
   #count = 0;
+  /** The service times of the window, summed (ms). */
+  #sum = 0;
   #windowStart = Number.NaN;
   #bound = false;
   #windows = 0;
   #p99 = 0;
+  /** The service time's mean over its p99, smoothed over windows (1 before any). */
+  #spread = 1;
   /** Throughput (answers/s) of the last windows that bound. */
   readonly #rates: number[] = [];
 
@@ -119,6 +126,7 @@ export class ConcurrencyLimiter {
     if (Number.isNaN(this.#windowStart)) this.#windowStart = now - serviceMs;
     (this.#histogram[bucketOf(serviceMs)] as number)++;
     this.#count++;
+    this.#sum += serviceMs;
     if (this.#count >= this.#minSamples && now - this.#windowStart >= this.#windowMs) this.#update(now);
   }
 
@@ -135,16 +143,21 @@ export class ConcurrencyLimiter {
   #update(now: number): void {
     const rate = (1000 * this.#count) / (now - this.#windowStart);
     const p99 = this.#quantile(0.99);
+    // (The p99 is its bucket's upper bound, never under the mean.)
+    const spread = Math.min(1, this.#sum / this.#count / p99);
     const bound = this.#bound || this.inflight >= this.#limit;
     this.#histogram.fill(0);
     this.#count = 0;
+    this.#sum = 0;
     this.#windowStart = now;
     this.#bound = false;
-    this.#p99 = this.#windows++ === 0 ? p99 : 0.7 * this.#p99 + 0.3 * p99;
+    const first = this.#windows++ === 0;
+    this.#p99 = first ? p99 : 0.7 * this.#p99 + 0.3 * p99;
+    this.#spread = first ? spread : 0.7 * this.#spread + 0.3 * spread;
     if (!bound) return;
     this.#rates.push(rate);
     if (this.#rates.length > PEAK_WINDOWS) this.#rates.shift();
-    const wanted = (this.peakPerSecond * this.targetMs) / 1000;
+    const wanted = (this.peakPerSecond * this.targetMs * this.#spread) / 1000;
     const next = Math.min(2 * this.#limit, Math.max(this.#limit / 2, wanted));
     this.#limit = Math.min(this.max, Math.max(this.min, Math.round(next)));
   }
