@@ -250,8 +250,11 @@ async function generatorOffers(rate: number): Promise<{ ok: boolean; p99: number
 }
 
 interface RefusalCost {
-  /** µs of CPU a refusal, at saturation (wrk's closed loop, 64 connections): service, bare node:http. */
-  saturated: { service: number; bare: number };
+  /**
+   * µs of CPU a refusal, at saturation (wrk's closed loop, 64 connections): service (and the
+   * refusals a second it made), bare node:http.
+   */
+  saturated: { service: number; serviceRate: number; bare: number };
   /** The same in the open loop at `rate` a second, over 1,000 connections. */
   open: { service: number; bare: number; rate: number };
 }
@@ -311,11 +314,11 @@ end`,
   await openLoopUs(server); // warm-up
   const serviceOpen = await openLoopUs(server);
   await wrk(server, lua, 3, 64, { refusals: true }); // warm-up
-  const serviceSaturated = (await wrk(server, lua, 5, 64, { refusals: true })).serverUs;
+  const serviceSaturated = await wrk(server, lua, 5, 64, { refusals: true });
   held.destroy();
   await stopServer(server);
   return {
-    saturated: { service: serviceSaturated, bare: bareSaturated },
+    saturated: { service: serviceSaturated.serverUs, serviceRate: serviceSaturated.rps, bare: bareSaturated },
     open: { service: serviceOpen, bare: bareOpen, rate },
   };
 }
@@ -475,7 +478,7 @@ ${table(rows)}
 
 the generator's own floor (bare node:http answering 503 at 3,000/s): p99 ${f2(floor)} ms
 CPU per refusal (every request refused; a bare node:http server answering 503 beside it, measured the same way):
-  saturated (wrk, 64 connections):     service ${f1(cost.saturated.service)} µs (a closed loop: refused only after it waited), bare node:http ${f1(cost.saturated.bare)} µs (r₀ of the goodput lines)
+  saturated (wrk, 64 connections):     service ${f1(cost.saturated.service)} µs at ${f0(cost.saturated.serviceRate)}/s (nothing starts: the queue's bound holds a closed loop to 1,000 refusals a second, each after a wait, and the process's own costs of each second are spread over them: not a refusal's cost), bare node:http ${f1(cost.saturated.bare)} µs (r₀ of the goodput lines)
   open loop, ${f0(cost.open.rate)}/s over 1,000 connections: service ${f1(cost.open.service)} µs, bare node:http ${f1(cost.open.bare)} µs
 `);
   verdicts.push(
