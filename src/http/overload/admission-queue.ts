@@ -35,11 +35,12 @@
 // apart is what a shorter wait does: an open loop's queue shrinks with it (once its backlog is
 // sent), a closed loop's does not. So while the bound holds the wait past the least and
 // requests start, the queue tries, twice the budget after it became overloaded and then less
-// often, a wait `probeScale` times shorter for a second: if the queue's length has halved, the
-// clients are an open loop and the shorter wait stays (until the queue is as long again as it
-// was before); if not, the bound is back and the next try waits twice as long, up to 16 times
-// twice the budget. A closed loop pays a second of dearer refusals now and then, a share that
-// falls to one second in nine.
+// often, a wait `probeScale` times shorter for half a second: once the queue's length has
+// halved, the clients are an open loop and the shorter wait stays (until the queue is as long
+// again as it was before); if it has not, the bound is back and the next try waits twice as
+// long, up to 16 times twice the budget, and as long in the next overload (a crowd that comes
+// back is tried as seldom). A closed loop pays half a second of dearer refusals now and then, a
+// share that falls to one in seventeen.
 //
 // Newest first, a closed loop's oldest requests never reach the front, and its refusals would go
 // on even once the crowd fits first in, first out (after a stall). So the overloaded queue tries
@@ -54,7 +55,7 @@ const TICK_MS = 5;
 /** How often the rate at which requests start is taken (ms). */
 const STEP_MS = 100;
 /** How long a shorter overloaded wait is tried (ms). */
-const PROBE_MS = 1000;
+const PROBE_MS = 500;
 
 export interface Waiting {
   /** When it arrived (ms, performance.now()). */
@@ -259,7 +260,7 @@ export class AdmissionQueue<T extends Waiting> {
     this.#overloaded = true;
     this.#trialEveryMs = this.#trialMs;
     this.#nextTrialAt = now + this.#trialEveryMs;
-    this.#probeEveryMs = this.#trialMs;
+    // (How long the last tries waited is kept: a crowd that comes back is tried as seldom.)
     this.#nextProbeAt = now + this.#probeEveryMs;
   }
 
@@ -326,14 +327,16 @@ export class AdmissionQueue<T extends Waiting> {
 
   /** Tries a shorter overloaded wait, judges the try, or gives up a kept one (each step, overloaded). */
   #probe(now: number, startsPerS: number): void {
-    if (now - this.#probeStartedAt < PROBE_MS) return;
     if (Number.isFinite(this.#probeStartedAt)) {
-      // A try ends: kept if the queue halved (an open loop), else the bound again, tried later.
-      this.#probeStartedAt = Number.NEGATIVE_INFINITY;
+      // A try is kept as soon as the queue has halved (an open loop); else, once it has lasted,
+      // the bound is back, and tried again later.
       if (this.#meanLength <= 0.5 * this.#probeLength) {
+        this.#probeStartedAt = Number.NEGATIVE_INFINITY;
         this.#probeEveryMs = this.#trialMs;
         return;
       }
+      if (now - this.#probeStartedAt < PROBE_MS) return;
+      this.#probeStartedAt = Number.NEGATIVE_INFINITY;
       this.#refusalScale = 1;
       this.#probeEveryMs = Math.min(16 * this.#trialMs, 2 * this.#probeEveryMs);
       this.#nextProbeAt = now + this.#probeEveryMs;
