@@ -133,92 +133,30 @@ describe('the admission queue', () => {
     expect(refusalsIn(1000, 6000)).toBeGreaterThan(4500);
   });
 
-  it('a closed loop over what fits: the wait grows until refusing costs at most four refusals a start, a shorter one tried less and less often', () => {
+  it('a closed loop over what fits: the wait grows until refusing costs at most four refusals a start', () => {
     // 300 clients that send again at once, one place freeing every 2 ms (500 a second): first in,
     // first out, each would wait 600 ms, past the allowance (230 ms). Refused after 10 ms, each
     // would come back about 100 times a second: some 30,000 refusals a second, for no answer
     // sooner.
-    const { queue, run, refusalsIn, startedWaits } = drive({
-      ms: 0,
+    const { queue, refusalsIn, startedWaits, now } = drive({
+      ms: 4000,
       clients: 300,
       closed: true,
       serve: (ms) => (ms % 2 === 0 ? 1 : 0),
     });
-    // The wait, every 100 ms over 19.5 s.
-    const waits: number[] = [];
-    for (let i = 0; i < 195; i++) {
-      run(100);
-      waits.push(queue.timeoutMs);
-    }
     expect(queue.overloaded).toBe(true);
     // 300 waiting, refused at most 2,000 times a second (four for each of 500 starts): each once
     // every 150 ms or so.
     expect(queue.timeoutMs).toBeGreaterThanOrEqual(120);
-    // Between the last two tries (10 to 17.5 s), within the bound.
-    expect(refusalsIn(10_000, 17_500)).toBeLessThanOrEqual(7.5 * 2000 * 1.1);
-    // The shorter wait tried (for half a second at a time) and given up each time, as the queue
-    // did not shrink with it: 0.5, 1, 2, 4 and 8 s after the last, 2.5 s in all.
-    const tried = waits.map((ms, i) => (ms < 120 ? i : -1)).filter((i) => i >= 0);
-    const starts = tried.filter((i, k) => k === 0 || tried[k - 1] !== i - 1);
-    expect(starts.length).toBe(5);
-    expect(tried.length).toBeLessThanOrEqual(5 * 5 + 5);
-    for (let k = 2; k < starts.length; k++)
-      expect(starts[k]! - starts[k - 1]!).toBeGreaterThan(1.5 * (starts[k - 1]! - starts[k - 2]!));
+    expect(refusalsIn(now() - 2000, now())).toBeLessThanOrEqual(2 * 2000 * 1.1);
     // No request started that could not be answered within the budget.
     expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(queue.allowanceMs + 5);
-  });
-
-  /**
-   * An open loop behind a bounded pool of 300 connections: `perMs` requests due each ms, sent
-   * when a connection is free (what waits for one is the clients' backlog), one place freeing
-   * every 2 ms (500 a second); a connection is free again once its request is answered at once
-   * or refused. The backlog, every 100 ms over `ms`.
-   */
-  function pool(ms: number, perMs: number, probeScale?: number) {
-    let t = 0;
-    let free = 300;
-    let due = 0;
-    const backlog: number[] = [];
-    const backlogs: number[] = [];
-    const queue: AdmissionQueue<Waiting> = new AdmissionQueue<Waiting>(
-      { budgetMs: 250, serviceMs: () => 20, probeScale },
-      () => {
-        free++;
-      },
-      () => {},
-    );
-    for (; t < ms; t++) {
-      for (due += perMs; due >= 1; due--) backlog.push(t);
-      while (free > 0 && backlog.length > 0) {
-        backlog.shift();
-        free--;
-        queue.push({ at: performance.now(), out: false });
-      }
-      if (t % 2 === 0 && queue.take(performance.now()) !== undefined) free++;
-      if (t % 100 === 0) backlogs.push(backlog.length);
-      vi.advanceTimersByTime(1);
-    }
-    return { queue, backlogs };
-  }
-
-  it('an open loop behind a bounded pool of connections: a shorter wait, kept once the queue shrinks with it, sends the backlog', () => {
-    // 2,600 due a second, 500 served: under the bound alone, the 300 connections are all held
-    // waiting (150 ms each), they turn over 2,500 times a second, and what is due waits in the
-    // clients for one, its backlog growing by 100 a second: each request sent later and later.
-    const bound = pool(8000, 2.6, 1);
-    const kept = pool(8000, 2.6);
-    expect(Math.min(...bound.backlogs.slice(-20))).toBeGreaterThan(300);
-    // Tried after 500 ms overloaded, the shorter wait refuses within 10 ms: the backlog is sent
-    // within the second, the queue shrinks (the excess × 10 ms) and the shorter wait stays.
-    expect(Math.max(...kept.backlogs.slice(-50))).toBe(0);
-    expect(kept.queue.timeoutMs).toBe(10);
   });
 
   it('a closed loop that gives way to an open loop: the wait goes back to a few ms', () => {
     const load = { closed: true, arriving: 0 };
     const { queue, run, startedWaits } = drive({
-      // (Past the first try of a shorter wait, before the second.)
-      ms: 2000,
+      ms: 3000,
       clients: 300,
       get closed() {
         return load.closed;

@@ -24,23 +24,7 @@
 // wait: refused after a few ms, each would come back hundreds of times a second and the
 // refusals would take the core from the requests it serves (a congestion collapse made by the
 // protection itself); the wait grows instead until the refusals are within their share, up to
-// the allowance.
-//
-// Clients that hold a bounded pool of connections (a load balancer's, a client library's, a load
-// generator's) and send more than the instance serves are an open loop until every connection
-// is held: then what they send next waits in the client for a connection, and they are a closed
-// loop of that many, to the server indistinguishable from one, however short their deadline.
-// Under the bound, the wait is then long enough to hold them all, and it lasts as long as they
-// have a backlog: their requests time out in the client, not in the queue. What tells the two
-// apart is what a shorter wait does: an open loop's queue shrinks with it (once its backlog is
-// sent), a closed loop's does not. So while the bound holds the wait past the least and
-// requests start, the queue tries, twice the budget after it became overloaded and then less
-// often, a wait `probeScale` times shorter for half a second: once the queue's length has
-// halved, the clients are an open loop and the shorter wait stays (until the queue is as long
-// again as it was before); if it has not, the bound is back and the next try waits twice as
-// long, up to 16 times twice the budget, and as long in the next overload (a crowd that comes
-// back is tried as seldom). A closed loop pays half a second of dearer refusals now and then, a
-// share that falls to one in seventeen.
+// the allowance. No closed loop is told from an open one: the bound is on what refusing costs.
 //
 // Newest first, a closed loop's oldest requests never reach the front, and its refusals would go
 // on even once the crowd fits first in, first out (after a stall). So the overloaded queue tries
@@ -54,8 +38,6 @@
 const TICK_MS = 5;
 /** How often the rate at which requests start is taken (ms). */
 const STEP_MS = 100;
-/** How long a shorter overloaded wait is tried (ms). */
-const PROBE_MS = 500;
 
 export interface Waiting {
   /** When it arrived (ms, performance.now()). */
@@ -80,8 +62,6 @@ export interface QueueOptions {
   refusalsPerS?: number;
   /** The least time overloaded before the normal regime is tried again (ms). */
   trialMs?: number;
-  /** How much shorter a tried overloaded wait is (the refusals' bound raised so many times). */
-  probeScale?: number;
 }
 
 export class AdmissionQueue<T extends Waiting> {
@@ -98,18 +78,8 @@ export class AdmissionQueue<T extends Waiting> {
   readonly #refusalsPerStart: number;
   readonly #refusalsPerS: number;
   readonly #trialMs: number;
-  readonly #probeScale: number;
 
   #overloaded = false;
-  /** The refusals' bound is raised so many times (1, or probeScale while tried or kept). */
-  #refusalScale = 1;
-  /** The queue's length, smoothed over steps. */
-  #meanLength = 0;
-  /** When the shorter wait was last tried, the length before it, and when the next try is due. */
-  #probeStartedAt = Number.NEGATIVE_INFINITY;
-  #probeLength = 0;
-  #probeEveryMs: number;
-  #nextProbeAt = Number.POSITIVE_INFINITY;
   #lastRefusal = Number.NEGATIVE_INFINITY;
   /** Requests started in the step, and the rate they started at, smoothed over steps (a second). */
   #stepStart = 0;
@@ -138,8 +108,6 @@ export class AdmissionQueue<T extends Waiting> {
     this.#refusalsPerS = options.refusalsPerS ?? 1000;
     this.#trialMs = options.trialMs ?? 2 * options.budgetMs;
     this.#trialEveryMs = this.#trialMs;
-    this.#probeScale = options.probeScale ?? 16;
-    this.#probeEveryMs = this.#trialMs;
   }
 
   /** The overloaded regime: newest first, refused after the overloaded wait; over once nothing is refused for calmMs. */
@@ -156,16 +124,11 @@ export class AdmissionQueue<T extends Waiting> {
   /**
    * How long a request may wait overloaded (ms): a few ms, or what refuses everything waiting at
    * most `refusalsPerStart` times for each request started (or `refusalsPerS` a second, if more),
-   * up to the allowance; that bound raised while a shorter wait is tried or kept (an open loop).
+   * up to the allowance.
    */
   get overloadedWaitMs(): number {
-    return Math.min(this.#boundWaitMs() / this.#refusalScale, this.allowanceMs);
-  }
-
-  /** The overloaded wait under the refusals' bound alone (at least the least wait). */
-  #boundWaitMs(): number {
     const rate = Math.max(this.#refusalsPerS, this.#refusalsPerStart * this.#startsPerS);
-    return Math.max(this.#fastMs * this.#refusalScale, (1000 * this.length) / rate);
+    return Math.min(this.allowanceMs, Math.max(this.#fastMs, (1000 * this.length) / rate));
   }
 
   /** How long a request may wait now before it is refused (ms). */
@@ -260,8 +223,6 @@ export class AdmissionQueue<T extends Waiting> {
     this.#overloaded = true;
     this.#trialEveryMs = this.#trialMs;
     this.#nextTrialAt = now + this.#trialEveryMs;
-    // (How long the last tries waited is kept: a crowd that comes back is tried as seldom.)
-    this.#nextProbeAt = now + this.#probeEveryMs;
   }
 
   /** A trial of the normal regime failed: overloaded again, and the next trial twice as late. */
@@ -293,9 +254,6 @@ export class AdmissionQueue<T extends Waiting> {
   #calm(): void {
     this.#overloaded = false;
     this.#trialStartedAt = Number.NEGATIVE_INFINITY;
-    this.#refusalScale = 1;
-    this.#probeStartedAt = Number.NEGATIVE_INFINITY;
-    this.#nextProbeAt = Number.POSITIVE_INFINITY;
   }
 
   #onTimer(): void {
@@ -305,8 +263,6 @@ export class AdmissionQueue<T extends Waiting> {
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
-      this.#meanLength = 0.5 * this.#meanLength + 0.5 * this.length;
-      if (this.#overloaded) this.#probe(now, perS);
       // What waits would start within 75% of the allowance, first in, first out: the normal
       // regime again, on trial.
       const drainMs = this.#startsPerS > 0 ? (1000 * this.length) / this.#startsPerS : Number.POSITIVE_INFINITY;
@@ -323,38 +279,6 @@ export class AdmissionQueue<T extends Waiting> {
     this.tick();
     this.expire(now);
     if (this.length === 0 && !this.#overloaded) this.stop();
-  }
-
-  /** Tries a shorter overloaded wait, judges the try, or gives up a kept one (each step, overloaded). */
-  #probe(now: number, startsPerS: number): void {
-    if (Number.isFinite(this.#probeStartedAt)) {
-      // A try is kept as soon as the queue has halved (an open loop); else, once it has lasted,
-      // the bound is back, and tried again later.
-      if (this.#meanLength <= 0.5 * this.#probeLength) {
-        this.#probeStartedAt = Number.NEGATIVE_INFINITY;
-        this.#probeEveryMs = this.#trialMs;
-        return;
-      }
-      if (now - this.#probeStartedAt < PROBE_MS) return;
-      this.#probeStartedAt = Number.NEGATIVE_INFINITY;
-      this.#refusalScale = 1;
-      this.#probeEveryMs = Math.min(16 * this.#trialMs, 2 * this.#probeEveryMs);
-      this.#nextProbeAt = now + this.#probeEveryMs;
-      return;
-    }
-    if (this.#refusalScale > 1) {
-      // Kept, until the queue is as long as before the try (a closed loop again, or a backlog).
-      if (this.#meanLength < this.#probeLength) return;
-      this.#refusalScale = 1;
-      this.#nextProbeAt = now + this.#probeEveryMs;
-      return;
-    }
-    // Tried only where the bound holds the wait past the least, and requests start: with every
-    // place held (a stuck dependency), a shorter wait would free connections for nothing.
-    if (now < this.#nextProbeAt || startsPerS === 0 || this.#boundWaitMs() <= 2 * this.#fastMs) return;
-    this.#probeStartedAt = now;
-    this.#probeLength = this.#meanLength;
-    this.#refusalScale = this.#probeScale;
   }
 
   #compact(): void {
