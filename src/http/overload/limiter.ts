@@ -11,10 +11,13 @@
 // service times (requests waiting on one row's lock in turn spread from near nothing to the
 // whole line's time), and what is over the limit waits in the admission queue
 // (admission-queue.ts), which refuses only what could not be answered in time: the queue leaves
-// a request the budget less that p99. Below the knee,
-// throughput grows with the limit, and so does the limit (at most doubling a window). Requests
-// that take longer alone than the target (a password hash) keep CONCURRENCY_LIMIT_MIN places at
-// least: keep it above the knee of such work (the hashing threads, the database connections).
+// a request the budget less that p99. The factor is never under a half (a spread as even as one
+// row's line): where the p99 belongs to a few requests of another kind (password hashes among
+// reads), the mean over it says nothing of how the rest spread, and the limit would fall to its
+// floor for them. Below the knee, throughput grows with the limit, and so does the limit (at most
+// doubling a window). Requests that take longer alone than the target (a password hash) keep
+// CONCURRENCY_LIMIT_MIN places at least: keep it above the knee of such work (the hashing
+// threads, the database connections).
 //
 // Each window (at least `windowMs` and `minSamples` answers) gives the throughput and the
 // service times (from the complete request to its answer: a client that sends its body slowly
@@ -42,6 +45,9 @@ const bucketOf = (ms: number): number =>
   ms <= BUCKET_BASE_MS ? 0 : Math.min(BUCKETS - 1, Math.floor(4 * Math.log2(ms / BUCKET_BASE_MS)));
 const upperBoundOf = (bucket: number): number => BUCKET_BASE_MS * 2 ** ((bucket + 1) / 4);
 
+/** The least the mean over the p99 of the service time is taken as (an even spread). */
+const MIN_SPREAD = 0.5;
+
 /** Windows the peak throughput is the maximum of (about 2 s). */
 const PEAK_WINDOWS = 20;
 
@@ -63,7 +69,7 @@ export class ConcurrencyLimiter {
   #bound = false;
   #windows = 0;
   #p99 = 0;
-  /** The service time's mean over its p99, smoothed over windows (1 before any). */
+  /** The service time's mean over its p99 (at least MIN_SPREAD), smoothed over windows (1 before any). */
   #spread = 1;
   /** Throughput (answers/s) of the last windows that bound. */
   readonly #rates: number[] = [];
@@ -144,7 +150,7 @@ export class ConcurrencyLimiter {
     const rate = (1000 * this.#count) / (now - this.#windowStart);
     const p99 = this.#quantile(0.99);
     // (The p99 is its bucket's upper bound, never under the mean.)
-    const spread = Math.min(1, this.#sum / this.#count / p99);
+    const spread = Math.max(MIN_SPREAD, Math.min(1, this.#sum / this.#count / p99));
     const bound = this.#bound || this.inflight >= this.#limit;
     this.#histogram.fill(0);
     this.#count = 0;
