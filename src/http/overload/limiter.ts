@@ -1,18 +1,20 @@
 // The limit on requests executing at once (docs/operations.md#overload), set from what the
 // instance delivers, after TCP BBR: its recent peak throughput.
-// No requests-per-second number is set by hand, and latency alone never moves it: latency that
-// rises for another reason (a host that takes the core away, dearer requests, work the instance
-// spends refusing) would otherwise ratchet the limit down while throughput falls with it.
+// No requests-per-second number is set by hand, and the level of latency never moves it (only its
+// spread scales it, between a half and one, below): latency that rises for another reason (a
+// host that takes the core away, dearer requests, work the instance spends refusing) would
+// otherwise ratchet the limit down while throughput falls with it.
 //
 // By Little's law, requests executing = throughput × mean service time. Past the knee (the core
 // or a hot row saturated), throughput stays at its peak X and every request more in flight only
 // adds to everyone's service time: the limit X × target × (mean / p99 of the service time) keeps
-// the service time's p99 at the target (40% of the latency budget), whatever the spread of the
-// service times (requests waiting on one row's lock in turn spread from near nothing to the
-// whole line's time), and what is over the limit waits in the admission queue
+// the service time's p99 at the target (40% of the latency budget) while the mean is at least
+// half the p99 (requests waiting on one row's lock in turn spread from near nothing to the whole
+// line's time; evenly spread, the mean is half the p99), and what is over the limit waits in the admission queue
 // (admission-queue.ts), which refuses only what could not be answered in time: the queue leaves
-// a request the budget less that p99. The factor is never under a half (a spread as even as one
-// row's line): where the p99 belongs to a few requests of another kind (password hashes among
+// a request the budget less that p99. (The p99 is its bucket's upper bound, up to 19% over the
+// true one, so the factor reads 0.84–1 for service times that do not spread at all: the p99 is
+// held at 0.84–1 times the target.) The factor is never under a half (an even spread): where the p99 belongs to a few requests of another kind (password hashes among
 // reads), the mean over it says nothing of how the rest spread, and the limit would fall to its
 // floor for them. Below the knee, throughput grows with the limit, and so does the limit (at most
 // doubling a window). Requests that take longer alone than the target (a password hash) keep
@@ -128,7 +130,8 @@ export class ConcurrencyLimiter {
    */
   release(serviceMs: number | undefined, now: number): void {
     this.inflight--;
-    if (serviceMs === undefined) return;
+    // (Nor from a time that is no time: one NaN would make the limit NaN, which nothing reaches.)
+    if (serviceMs === undefined || !Number.isFinite(serviceMs) || serviceMs < 0) return;
     if (Number.isNaN(this.#windowStart)) this.#windowStart = now - serviceMs;
     (this.#histogram[bucketOf(serviceMs)] as number)++;
     this.#count++;
@@ -149,7 +152,7 @@ export class ConcurrencyLimiter {
   #update(now: number): void {
     const rate = (1000 * this.#count) / (now - this.#windowStart);
     const p99 = this.#quantile(0.99);
-    // (The p99 is its bucket's upper bound, never under the mean.)
+    // (The mean can pass the p99 where the top 1% is far out: the factor is at most 1.)
     const spread = Math.max(MIN_SPREAD, Math.min(1, this.#sum / this.#count / p99));
     const bound = this.#bound || this.inflight >= this.#limit;
     this.#histogram.fill(0);
