@@ -152,8 +152,8 @@ export async function crowds(): Promise<void> {
   const verdicts: string[] = [];
   for (const request of requests.filter((r) => ONLY === undefined || ONLY.test(r.name))) {
     // Each side's first seconds on a request run cold (its first orders ran at half the rate over
-    // a whole 8-s round, whichever side went first: docs/benchmark-log.md), so both sides serve it for
-    // WARM_UP_S before its first measured round, and 2 s before each round after.
+    // a whole 8-s round, whichever side went first: docs/benchmark-log.md), so both sides serve
+    // it for WARM_UP_S before its first measured round, and 2 s before each round after.
     if (WARM_UP_S > 0) for (const side of sides) await run(side.server, request, CROWDS[0] ?? 64, WARM_UP_S);
     for (const clients of CROWDS) {
       const runs: Record<'protected' | 'off', Run[]> = { protected: [], off: [] };

@@ -62,7 +62,10 @@ interface Entry extends Waiting {
   slice: number;
 }
 
-/** The limit steers the p99 of the service time to this share of the budget (while the mean is at least half the p99). */
+/**
+ * The limit steers the p99 of the service time to this share of the budget (while the mean is at
+ * least half the p99: limiter.ts).
+ */
 const TARGET_SHARE = 0.4;
 
 export class Admission {

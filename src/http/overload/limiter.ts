@@ -10,15 +10,16 @@
 // adds to everyone's service time: the limit X × target × (mean / p99 of the service time) keeps
 // the service time's p99 at the target (40% of the latency budget) while the mean is at least
 // half the p99 (requests waiting on one row's lock in turn spread from near nothing to the whole
-// line's time; evenly spread, the mean is half the p99), and what is over the limit waits in the admission queue
-// (admission-queue.ts), which refuses only what could not be answered in time: the queue leaves
-// a request the budget less that p99. (The p99 is its bucket's upper bound, up to 19% over the
-// true one, so the factor reads 0.84–1 for service times that do not spread at all: the p99 is
-// held at 0.84–1 times the target.) The factor is never under a half (an even spread): where the p99 belongs to a few requests of another kind (password hashes among
+// line's time; evenly spread, the mean is half the p99), and what is over the limit waits in the
+// admission queue (admission-queue.ts), which refuses only what could not be answered in time:
+// the queue leaves a request the budget less that p99. (The p99 is its bucket's upper bound, up
+// to 19% over the true one, so the factor reads 0.84–1 for service times that do not spread at
+// all: the p99 is held at 0.84–1 times the target.) The factor is never under a half (an even
+// spread): where the p99 belongs to a few requests of another kind (password hashes among
 // reads), the mean over it says nothing of how the rest spread, and the limit would fall to its
-// floor for them. Below the knee, throughput grows with the limit, and so does the limit (at most
-// doubling a window). Requests that take longer alone than the target (a password hash) keep
-// CONCURRENCY_LIMIT_MIN places at least: keep it above the knee of such work (the hashing
+// floor for them. Below the knee, throughput grows with the limit, and so does the limit (at
+// most doubling a window). Requests that take longer alone than the target (a password hash)
+// keep CONCURRENCY_LIMIT_MIN places at least: keep it above the knee of such work (the hashing
 // threads, the database connections).
 //
 // Each window (at least `windowMs` and `minSamples` answers) gives the throughput and the
@@ -71,7 +72,7 @@ export class ConcurrencyLimiter {
   #bound = false;
   #windows = 0;
   #p99 = 0;
-  /** The service time's mean over its p99 (at least MIN_SPREAD), smoothed over windows (1 before any). */
+  /** The service time's mean over its p99 (at least MIN_SPREAD), smoothed over windows. */
   #spread = 1;
   /** Throughput (answers/s) of the last windows that bound. */
   readonly #rates: number[] = [];
