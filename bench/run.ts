@@ -53,11 +53,23 @@
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
 //
+// BENCH_NODE (a path, or a release of the official binaries: `24`, `24.22.3`) is the Node.js the
+// servers run on, by default this process's: the image's line measures what ships.
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/resource_api_bench) is
 // dropped and created afresh. BENCH_CONNECTIONS (default 64) wrk connections. Each mode is a
 // file of bench/modes/; what they share is bench/lib/common.ts.
 import { execFileSync } from 'node:child_process';
-import { LOAD_CORE, ROOT, cores, ensureWrk, flag, placeAndRemember, recreateDatabase, setUp } from './lib/common.js';
+import {
+  LOAD_CORE,
+  ROOT,
+  SERVER_NODE,
+  cores,
+  ensureWrk,
+  flag,
+  placeAndRemember,
+  recreateDatabase,
+  setUp,
+} from './lib/common.js';
 import { crowds } from './modes/crowds.js';
 import { firstWave } from './modes/first-wave.js';
 import { overload } from './modes/overload.js';
@@ -75,7 +87,9 @@ import { webhooks } from './modes/webhooks.js';
 ensureWrk();
 await setUp();
 const postgresPlace = placeAndRemember();
-console.log(`${postgresPlace}; building…`);
+console.log(
+  `${postgresPlace}; servers on Node.js ${execFileSync(SERVER_NODE, ['--version'], { encoding: 'utf8' }).trim()}; building…`,
+);
 execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
 await recreateDatabase();
 if (flag('--soak')) await soak();

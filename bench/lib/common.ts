@@ -44,8 +44,26 @@ export interface Server {
 }
 
 /**
+ * The Node.js binary the bench's servers run on (the service, the anchors, the bare servers):
+ * BENCH_NODE's, a path or a release of the official binaries (`24`, `24.22.3`: fetched once into
+ * the machine's cache by scripts/container/node-binary.sh), so that a run measures the line the
+ * image ships; else this process's.
+ */
+export const SERVER_NODE = serverNode(process.env.BENCH_NODE);
+
+function serverNode(wanted: string | undefined): string {
+  if (wanted === undefined || wanted === '') return process.execPath;
+  if (wanted.includes('/')) return wanted;
+  const dir = execFileSync('bash', [join(ROOT, 'scripts/container/node-binary.sh'), wanted], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+  return join(dir, 'bin', 'node');
+}
+
+/**
  * Starts a server pinned to the server core; its output goes to a file, as a log shipper would
- * read it. `node`: another Node.js binary than this one (the runtimes mode).
+ * read it. `node`: another Node.js binary than SERVER_NODE (the runtimes mode).
  */
 export async function startServer(
   name: string,
@@ -53,7 +71,7 @@ export async function startServer(
   script: string[],
   env: Record<string, string>,
   core: string = SERVER_CORE,
-  node: string = process.execPath,
+  node: string = SERVER_NODE,
 ): Promise<Server> {
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');

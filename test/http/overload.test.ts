@@ -414,6 +414,10 @@ describe.runIf(engine === 'postgres')('the event-loop backstop', () => {
   // interval alone once made every turn long).
   it.each([25, 200])(
     'does not refuse requests after one long turn of the loop (threshold %i ms)',
+    // A host loaded past this process (CI's passes beside one another on two cores) can itself
+    // take the core from it for three turns of 25 ms in a row: then the backstop is right to trip.
+    // Tried again so that only a loop made late by the service's own code fails every try.
+    { retry: 2 },
     async (threshold) => {
       const steady = await buildTestApp({ EVENT_LOOP_DELAY_LIMIT_MS: String(threshold) });
       const inject = () =>
