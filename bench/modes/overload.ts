@@ -128,6 +128,63 @@ interface Phase {
   loadCore: number;
   /** The service's event-loop delay over the phase (its metrics: p99 and max, ms). */
   loop: { p99: number; max: number };
+  /** Its admission's state, sampled over the phase. */
+  admission: AdmissionSamples;
+}
+
+/** The admission's gauges, read every SAMPLE_MS over a phase. */
+interface AdmissionSamples {
+  queued: number[];
+  inflight: number[];
+  limit: number[];
+  /** How long a request may wait in the queue then (ms). */
+  waitMs: number[];
+  /** 1 while the queue was in its overloaded regime. */
+  overloaded: number[];
+}
+
+const SAMPLE_MS = 200;
+const GAUGES = [
+  'http_requests_queued',
+  'http_requests_in_flight',
+  'http_concurrency_limit',
+  'http_admission_queue_wait_limit_seconds',
+  'http_admission_queue_regime',
+];
+
+/**
+ * Reads the admission's gauges every SAMPLE_MS until stopped, naming only them (a scrape of the
+ * whole would reset the event-loop delay's histogram that the phase reads).
+ */
+function sampleAdmission(server: Server): { stop: () => Promise<AdmissionSamples> } {
+  const samples: AdmissionSamples = { queued: [], inflight: [], limit: [], waitMs: [], overloaded: [] };
+  const url = `http://127.0.0.1:${server.port + 1000}/metrics?${GAUGES.map((g) => `name[]=${g}`).join('&')}`;
+  const state = { stopped: false };
+  const read = (text: string, series: string) =>
+    Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const loop = (async () => {
+    while (!state.stopped) {
+      const next = new Promise((resolve) => setTimeout(resolve, SAMPLE_MS));
+      try {
+        const text = await fetch(url, { signal: AbortSignal.timeout(SAMPLE_MS) }).then((r) => r.text());
+        samples.queued.push(read(text, 'http_requests_queued'));
+        samples.inflight.push(read(text, 'http_requests_in_flight'));
+        samples.limit.push(read(text, 'http_concurrency_limit'));
+        samples.waitMs.push(1000 * read(text, 'http_admission_queue_wait_limit_seconds'));
+        samples.overloaded.push(read(text, 'http_admission_queue_regime{regime="overloaded"}'));
+      } catch {
+        // A scrape not answered within its interval: the phase's figures say why.
+      }
+      await next;
+    }
+  })();
+  return {
+    stop: async () => {
+      state.stopped = true;
+      await loop;
+      return samples;
+    },
+  };
 }
 
 /**
@@ -155,13 +212,15 @@ async function phase(
   const before = cpuTicks(server.pid);
   const loadBefore = coreTicks(LOAD_CORE);
   const started = performance.now();
+  const sampler = sampleAdmission(server);
   const result = await generate({ port: server.port, rate, seconds, plan, headers: authorization() });
+  const admission = await sampler.stop();
   const serverUs = (cpuTicks(server.pid) - before) * TICK_US;
   const wallUs = (performance.now() - started) * 1000;
   const loadAfter = coreTicks(LOAD_CORE);
   const loadCore = (loadAfter.busy - loadBefore.busy) / (loadAfter.total - loadBefore.total);
   const loop = await loopDelay(server);
-  return { label, result, probe: await probe.stop(), serverUs, wallUs, loadCore, loop };
+  return { label, result, probe: await probe.stop(), serverUs, wallUs, loadCore, loop, admission };
 }
 
 function row(mix: string, c: number, p: Phase): string[] {
@@ -187,6 +246,22 @@ function row(mix: string, c: number, p: Phase): string[] {
     f2(p.serverUs / p.wallUs),
     `${f0(p.loop.p99)} / ${f0(p.loop.max)}`,
     f2(p.loadCore),
+  ];
+}
+
+/** The admission's state over a phase: median and most of the queue, and the medians of the rest. */
+function admissionRow(mix: string, p: Phase): string[] {
+  const a = p.admission;
+  const overloaded = a.overloaded.filter((x) => x === 1).length / Math.max(1, a.overloaded.length);
+  return [
+    mix,
+    p.label,
+    String(a.queued.length),
+    `${f0(percentile(a.queued, 50))} / ${f0(Math.max(0, ...a.queued))}`,
+    f0(percentile(a.inflight, 50)),
+    f0(percentile(a.limit, 50)),
+    f0(percentile(a.waitMs, 50)),
+    f2(overloaded),
   ];
 }
 
@@ -367,6 +442,9 @@ export async function overload(): Promise<void> {
       'load core',
     ],
   ];
+  const admissionRows = [
+    ['mix', 'phase', 'samples', 'queued p50 / max', 'in flight p50', 'limit p50', 'wait limit p50 ms', 'overloaded'],
+  ];
   const verdicts: string[] = [];
   // What a refusal costs, first: the lines below are of what the core can hold given it.
   const floor = await bareFloor(3000);
@@ -420,10 +498,12 @@ export async function overload(): Promise<void> {
       const p = await phase(server, `${load}× C`, load * c, mix.plan);
       phases.push(p);
       report(rows, row(mix.name, c, p));
+      admissionRows.push(admissionRow(mix.name, p));
     }
     // Right after the 3× phase, the load falls to half of C.
     const after = await phase(server, '0.5× C after 3×', 0.5 * c, mix.plan, 10, true);
     report(rows, row(mix.name, c, after));
+    admissionRows.push(admissionRow(mix.name, after));
     // At once after the load: an order is placed.
     const order = await fetch(`http://127.0.0.1:${server.port}/api/v1/orders`, {
       method: 'POST',
@@ -475,6 +555,9 @@ generator: ${generatorName()}
 ${priority}
 
 ${table(rows)}
+
+the protected instance's admission over each phase (its gauges, read every ${SAMPLE_MS} ms):
+${table(admissionRows)}
 
 the generator's own floor (bare node:http answering 503 at 3,000/s): p99 ${f2(floor)} ms
 CPU per refusal (every request refused; a bare node:http server answering 503 beside it, measured the same way):

@@ -66,6 +66,27 @@ describe('GET /metrics on METRICS_PORT', () => {
     expect((await api({ method: 'GET', url: '/metrics' })).statusCode).toBe(404);
   });
 
+  it('exports only the families a scrape names with name[], and reads no other', async () => {
+    await fetch(metricsUrl); // the event-loop delay's histogram read, and so reset
+    const response = await fetch(
+      `${metricsUrl}?name[]=http_requests_queued&name[]=http_concurrency_limit&name[]=no_such_metric`,
+    );
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1])).toEqual([
+      'http_requests_queued',
+      'http_concurrency_limit',
+    ]);
+    expect(text).toMatch(/^http_requests_queued 0$/m);
+    expect(text).toMatch(/^http_concurrency_limit \d+$/m);
+    expect(text.endsWith('\n')).toBe(true);
+    // No other query, and an empty list, is the whole export.
+    for (const url of [`${metricsUrl}?name=http_requests_queued`, `${metricsUrl}?`]) {
+      expect(await (await fetch(url)).text()).toContain('process_cpu_user_seconds_total');
+    }
+  });
+
   it('answers other paths on the metrics port with 404', async () => {
     expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
   });
