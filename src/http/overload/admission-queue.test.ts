@@ -35,12 +35,14 @@ function drive(options: {
   closed?: boolean;
   arrive?: (ms: number) => number;
   serve: (ms: number) => number;
+  /** How busy the process is (the event loop's utilization): 1, busy, unless said. */
+  busy?: () => number;
 }) {
   const refusedAt: number[] = [];
   const startedWaits: { ms: number; waited: number }[] = [];
   let t = 0;
   const queue: AdmissionQueue<Waiting> = new AdmissionQueue<Waiting>(
-    { budgetMs: 250, serviceMs: () => 20 },
+    { budgetMs: 250, serviceMs: () => 20, busy: options.busy },
     () => {
       refusedAt.push(t);
       if (options.closed) send();
@@ -150,6 +152,37 @@ describe('the admission queue', () => {
     expect(queue.timeoutMs).toBeGreaterThanOrEqual(120);
     expect(refusalsIn(now() - 2000, now())).toBeLessThanOrEqual(2 * 2000 * 1.1);
     // No request started that could not be answered within the budget.
+    expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(queue.allowanceMs + 5);
+  });
+
+  it('a closed loop over what fits while the process has room: the bound widens until it is busy', () => {
+    // The same 300 clients, but the requests' work is elsewhere: the event loop is busy half the
+    // time (a pool of 300 connections bounded by its client, offered more than it sends, is such a
+    // closed loop, and is refused as fast as it sends while refusing costs no answer).
+    const loop = { busy: 0.5 };
+    const { queue, run, refusalsIn, startedWaits, now } = drive({
+      ms: 3000,
+      clients: 300,
+      closed: true,
+      serve: (ms) => (ms % 2 === 0 ? 1 : 0),
+      busy: () => loop.busy,
+    });
+    expect(queue.overloaded).toBe(true);
+    expect(queue.room).toBe(16);
+    // 16 times the bound: 32,000 refusals a second, so each of the 300 waits the least, 10 ms.
+    expect(queue.timeoutMs).toBe(10);
+    expect(refusalsIn(now() - 1000, now())).toBeGreaterThan(20_000);
+    // Between 85% and 95% busy, the bound holds where it is.
+    loop.busy = 0.9;
+    run(1000);
+    expect(queue.room).toBe(16);
+    // Busy: halved at each step back to the bound of four refusals a start.
+    loop.busy = 0.99;
+    run(500);
+    expect(queue.room).toBe(1);
+    run(1500);
+    expect(queue.timeoutMs).toBeGreaterThanOrEqual(120);
+    expect(refusalsIn(now() - 1000, now())).toBeLessThanOrEqual(2000 * 1.1);
     expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(queue.allowanceMs + 5);
   });
 

@@ -24,7 +24,12 @@
 // wait: refused after a few ms, each would come back hundreds of times a second and the
 // refusals would take the core from the requests it serves (a congestion collapse made by the
 // protection itself); the wait grows instead until the refusals are within their share, up to
-// the allowance. No closed loop is told from an open one: the bound is on what refusing costs.
+// the allowance. No closed loop is told from an open one: the bound is on what refusing costs,
+// and so it holds only while the process is busy. Where the requests' work is elsewhere (orders
+// waiting on one row in the database), the event loop has room, a refusal takes nothing from
+// the answers, and the bound widens step by step (up to 16 times) until the loop is busy: an open
+// loop that holds all of its clients' connections (their pool bounded, every request waiting
+// out the wait) is then refused as fast as it sends, and its backlog drains.
 //
 // Newest first, a closed loop's oldest requests never reach the front, and its refusals would go
 // on even once the crowd fits first in, first out (after a stall). So the overloaded queue tries
@@ -38,6 +43,13 @@
 const TICK_MS = 5;
 /** How often the rate at which requests start is taken (ms). */
 const STEP_MS = 100;
+/**
+ * The process has room while its event loop is busy less than this share of a step, and is busy
+ * past BUSY_ABOVE; the bound on refusals is widened at most ROOM_MAX times.
+ */
+const ROOM_BELOW = 0.85;
+const BUSY_ABOVE = 0.95;
+const ROOM_MAX = 16;
 
 export interface Waiting {
   /** When it arrived (ms, performance.now()). */
@@ -60,6 +72,11 @@ export interface QueueOptions {
   refusalsPerStart?: number;
   /** The refusals a second the overloaded wait allows whatever starts. */
   refusalsPerS?: number;
+  /**
+   * How busy the process was since the last call (0–1: the event loop's utilization): while it
+   * has room, refusing costs no request its answer, and the bound on refusals widens.
+   */
+  busy?: () => number;
   /** The least time overloaded before the normal regime is tried again (ms). */
   trialMs?: number;
 }
@@ -78,6 +95,9 @@ export class AdmissionQueue<T extends Waiting> {
   readonly #refusalsPerStart: number;
   readonly #refusalsPerS: number;
   readonly #trialMs: number;
+  readonly #busy: () => number;
+  /** How far the bound on refusals is widened while the process has room (1–ROOM_MAX). */
+  #room = 1;
 
   #overloaded = false;
   #lastRefusal = Number.NEGATIVE_INFINITY;
@@ -107,6 +127,7 @@ export class AdmissionQueue<T extends Waiting> {
     this.#refusalsPerStart = options.refusalsPerStart ?? 4;
     this.#refusalsPerS = options.refusalsPerS ?? 1000;
     this.#trialMs = options.trialMs ?? 2 * options.budgetMs;
+    this.#busy = options.busy ?? (() => 1);
     this.#trialEveryMs = this.#trialMs;
   }
 
@@ -127,7 +148,7 @@ export class AdmissionQueue<T extends Waiting> {
    * up to the allowance.
    */
   get overloadedWaitMs(): number {
-    const rate = Math.max(this.#refusalsPerS, this.#refusalsPerStart * this.#startsPerS);
+    const rate = this.#room * Math.max(this.#refusalsPerS, this.#refusalsPerStart * this.#startsPerS);
     return Math.min(this.allowanceMs, Math.max(this.#fastMs, (1000 * this.length) / rate));
   }
 
@@ -147,6 +168,7 @@ export class AdmissionQueue<T extends Waiting> {
       if (now - this.#stepStart > 1000) this.#startsPerS = 0;
       this.#stepStart = now;
       this.#stepStarts = 0;
+      this.#busy(); // (its next reading is of the steps from now on)
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
     }
     return true;
@@ -263,6 +285,7 @@ export class AdmissionQueue<T extends Waiting> {
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
+      this.#widen(this.#busy());
       // What waits would start within 75% of the allowance, first in, first out: the normal
       // regime again, on trial.
       const drainMs = this.#startsPerS > 0 ? (1000 * this.length) / this.#startsPerS : Number.POSITIVE_INFINITY;
@@ -279,6 +302,20 @@ export class AdmissionQueue<T extends Waiting> {
     this.tick();
     this.expire(now);
     if (this.length === 0 && !this.#overloaded) this.stop();
+  }
+
+  /**
+   * The bound on refusals, widened by half at each step the process had room (busy under
+   * ROOM_BELOW), up to ROOM_MAX times, and halved at each step it was busy past BUSY_ABOVE.
+   */
+  #widen(busy: number): void {
+    if (busy < ROOM_BELOW) this.#room = Math.min(ROOM_MAX, this.#room * 1.5);
+    else if (busy > BUSY_ABOVE) this.#room = Math.max(1, this.#room / 2);
+  }
+
+  /** How far the bound on refusals is widened now (1 while the process is busy). */
+  get room(): number {
+    return this.#room;
   }
 
   #compact(): void {

@@ -14,6 +14,7 @@
 // complete (its body read, for a request that has one) to its answer: a client that sends its
 // body slowly spends its own time, and steers neither.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance as loop } from 'node:perf_hooks';
 import { CorsRules } from '../cors.js';
 import { OVERLOADED_DETAIL, overloadRetryAfter } from '../problems/error-registry.js';
 import { PROBLEM_TYPES } from '../problems/problem-types.js';
@@ -81,6 +82,8 @@ export class Admission {
   readonly #cors: CorsRules;
   readonly #onShed: (reason: ShedReason) => void;
   readonly #ages = new RequestAges();
+  /** The event loop's utilization as the queue last read it. */
+  #loop = loop.eventLoopUtilization();
   #handler: (req: IncomingMessage, res: ServerResponse) => void = () => {};
   /**
    * Whether the event loop lags past its limit (the backstop, overload.ts): set once the app is
@@ -107,6 +110,12 @@ export class Admission {
       {
         budgetMs: options.budgetMs,
         serviceMs: () => this.limiter.p99,
+        busy: () => {
+          const now = loop.eventLoopUtilization();
+          const step = loop.eventLoopUtilization(now, this.#loop);
+          this.#loop = now;
+          return step.utilization;
+        },
       },
       (entry) => this.#refuseUnrouted(entry.req, entry.res, 'limit', entry.at),
       () => this.#startWaiting(performance.now()),
