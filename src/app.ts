@@ -77,6 +77,11 @@ export interface BuildAppOptions {
   logLinesDropped?: () => number;
   /** The mailer's retry waits and time-out (tests shorten them). */
   mail?: Pick<MailerOptions, 'retryDelaysMs' | 'timeoutMs'>;
+  /**
+   * How busy the event loop was since the last reading (0–1), which widens the admission queue's
+   * bound on refusals while it has room: its utilization, unless a test stands in a busy loop.
+   */
+  loopBusy?: () => number;
 }
 
 export const BODY_LIMIT = 1024 * 1024; // docs/api-guide.md#errors: 413 above 1 MiB
@@ -93,6 +98,7 @@ export async function buildApp({
   mail = {},
   replicas,
   logLinesDropped = () => 0,
+  loopBusy,
 }: BuildAppOptions): Promise<FastifyInstance> {
   const shedLog = new ShedLog();
   const corsRules = new CorsRules(config.corsAllowedOrigins);
@@ -101,6 +107,7 @@ export async function buildApp({
     errorTypeBase: config.errorTypeBase,
     cors: corsRules,
     onShed: shedLog.shed,
+    loopBusy,
   });
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),

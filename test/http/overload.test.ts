@@ -302,15 +302,20 @@ describe('a closed loop of clients that send again at once', () => {
 });
 
 describe('a closed loop behind requests that hold every place', () => {
-  it('is refused after a wait that keeps the refusals to their share, never a spin', async () => {
+  /** Ten places held by requests that run on (a stuck dependency), the loop as `loopBusy` says. */
+  const stuckApp = (loopBusy?: () => number) =>
+    buildTestApp(
+      { CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '10', LATENCY_BUDGET_MS: '200' },
+      { plugins: [held], loopBusy },
+    );
+
+  it('is refused after a wait that keeps the refusals to their share while the loop is busy, never a spin', async () => {
     // Ten places, all held by requests that run on (a stuck dependency); 60 clients send again
     // as soon as they are refused. Refused after the overloaded wait's least, 8 ms, the 60 would
-    // come back ~100 times a second each for nothing (7,500 a second). Nothing starts: the wait
-    // keeps the refusals to 1,000 a second (60 waiting: refused after 60 ms).
-    const stuck = await buildTestApp(
-      { CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '10', LATENCY_BUDGET_MS: '200' },
-      { plugins: [held] },
-    );
+    // come back ~100 times a second each for nothing (7,500 a second). Nothing starts, and the
+    // event loop is busy (as it would be serving others): the wait keeps the refusals to 1,000 a
+    // second (60 waiting: refused after 60 ms).
+    const stuck = await stuckApp(() => 0.99);
     const at = new URL(await stuck.app.listen({ port: 0, host: '127.0.0.1' }));
     const holding: Promise<Response>[] = [];
     try {
@@ -335,6 +340,36 @@ describe('a closed loop behind requests that hold every place', () => {
       // the process can make).
       expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(0);
       expect(crowd.statuses.get(503) ?? 0).toBeLessThanOrEqual(0.25 * ((60 * 1500) / 8));
+    } finally {
+      releaseHeld();
+      for (const answer of holding) expect((await answer).status).toBe(200);
+    }
+  });
+
+  it('is refused sooner while the event loop has room: refusing then costs no answer', async () => {
+    // The same crowd, the loop idle but for the refusals (the places' work is elsewhere, as an
+    // order's waits on its product's row): the bound widens to 16 times, and the wait falls to
+    // its least, so a client's pool of connections offered more than it can send is refused as
+    // fast as it sends.
+    const stuck = await stuckApp(() => 0.5);
+    const at = new URL(await stuck.app.listen({ port: 0, host: '127.0.0.1' }));
+    const holding: Promise<Response>[] = [];
+    try {
+      for (let i = 0; i < 10; i++) holding.push((await holdThePlace(stuck.app, at)).answer);
+      const crowd = await closedLoop({
+        port: Number(at.port),
+        clients: 60,
+        seconds: 1.5,
+        plan: () => ({ method: 'GET', path: '/api/v1/users?page=1&size=5' }),
+        headers: { authorization: ADMIN },
+      });
+      expect(crowd.statuses.get(200) ?? 0).toBe(0);
+      expect(stuck.app.admission.queue.room).toBe(16);
+      // 60 waiting, refused 16,000 times a second at most: after the least wait, 8 ms.
+      expect(stuck.app.admission.queue.timeoutMs).toBe(8);
+      // Past what the busy loop's bound allows, 1,000 a second (1,500 in 1.5 s; 4,679–5,274 here
+      // on an idle 2-core host, the clients in this process too).
+      expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(2000);
     } finally {
       releaseHeld();
       for (const answer of holding) expect((await answer).status).toBe(200);

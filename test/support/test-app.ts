@@ -88,7 +88,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
 
 export interface TestAppOptions extends Pick<
   BuildAppOptions,
-  'plugins' | 'resolveHost' | 'eventStream' | 'mail' | 'auth' | 'logLinesDropped'
+  'plugins' | 'resolveHost' | 'eventStream' | 'mail' | 'auth' | 'logLinesDropped' | 'loopBusy'
 > {
   /**
    * PostgreSQL only: a front of the test's own between the app's pool and its database (a relay

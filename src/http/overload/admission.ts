@@ -36,6 +36,8 @@ export interface AdmissionOptions {
   cors: CorsRules;
   /** Told of every request shed (metrics, the rate-limited warning). */
   onShed?: (reason: ShedReason) => void;
+  /** How busy the event loop was since the last reading (0–1): its utilization, by default. */
+  loopBusy?: () => number;
 }
 
 /** Paths never refused nor counted: the health probes, and the event stream. */
@@ -110,12 +112,14 @@ export class Admission {
       {
         budgetMs: options.budgetMs,
         serviceMs: () => this.limiter.p99,
-        busy: () => {
-          const now = loop.eventLoopUtilization();
-          const step = loop.eventLoopUtilization(now, this.#loop);
-          this.#loop = now;
-          return step.utilization;
-        },
+        busy:
+          options.loopBusy ??
+          (() => {
+            const now = loop.eventLoopUtilization();
+            const step = loop.eventLoopUtilization(now, this.#loop);
+            this.#loop = now;
+            return step.utilization;
+          }),
       },
       (entry) => this.#refuseUnrouted(entry.req, entry.res, 'limit', entry.at),
       () => this.#startWaiting(performance.now()),
