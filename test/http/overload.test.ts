@@ -8,7 +8,7 @@ import fp from 'fastify-plugin';
 import { describe, expect, it } from 'vitest';
 import { closedLoop } from '../../bench/lib/closed-loop.js';
 import { ADMIN } from '../support/tokens.js';
-import { buildTestApp, engine } from '../support/test-app.js';
+import { buildTestApp, engine, type TestApp } from '../support/test-app.js';
 import { until } from '../support/until.js';
 
 /** GET /api/v1/test-held: answers once `releaseHeld()` is called. */
@@ -302,29 +302,25 @@ describe('a closed loop of clients that send again at once', () => {
 });
 
 describe('a closed loop behind requests that hold every place', () => {
-  /** Ten places held by requests that run on (a stuck dependency), the loop as `loopBusy` says. */
-  const stuckApp = (loopBusy?: () => number) =>
-    buildTestApp(
+  /**
+   * Ten places held by requests that run on (a stuck dependency), the event loop as `loopBusy`
+   * says; 60 clients that send again as soon as they are refused, for 1.5 s. `during` runs every
+   * 50 ms while they do; `check` sees the app once they have stopped, before the places free.
+   */
+  async function crowdBehindHeldPlaces(
+    loopBusy: () => number,
+    check: (app: TestApp['app'], statuses: Map<number, number>) => Promise<void>,
+    during: (app: TestApp['app']) => void = () => {},
+  ): Promise<void> {
+    const stuck = await buildTestApp(
       { CONCURRENCY_LIMIT_MIN: '10', CONCURRENCY_LIMIT_MAX: '10', LATENCY_BUDGET_MS: '200' },
       { plugins: [held], loopBusy },
     );
-
-  it('is refused after a wait that keeps the refusals to their share while the loop is busy, never a spin', async () => {
-    // Ten places, all held by requests that run on (a stuck dependency); 60 clients send again
-    // as soon as they are refused. Refused after the overloaded wait's least, 8 ms, the 60 would
-    // come back ~100 times a second each for nothing (7,500 a second). Nothing starts, and the
-    // event loop is busy (as it would be serving others): the wait keeps the refusals to 1,000 a
-    // second (60 waiting: refused after 60 ms).
-    const stuck = await stuckApp(() => 0.99);
     const at = new URL(await stuck.app.listen({ port: 0, host: '127.0.0.1' }));
     const holding: Promise<Response>[] = [];
     try {
       for (let i = 0; i < 10; i++) holding.push((await holdThePlace(stuck.app, at)).answer);
-      // The wait the queue keeps while the crowd waits.
-      let waitLimit = 0;
-      const watching = setInterval(() => {
-        waitLimit = Math.max(waitLimit, stuck.app.admission.queue.timeoutMs);
-      }, 50);
+      const watching = setInterval(() => during(stuck.app), 50);
       const crowd = await closedLoop({
         port: Number(at.port),
         clients: 60,
@@ -333,17 +329,34 @@ describe('a closed loop behind requests that hold every place', () => {
         headers: { authorization: ADMIN },
       }).finally(() => clearInterval(watching));
       expect(crowd.statuses.get(200) ?? 0).toBe(0);
-      expect(stuck.app.admission.queue.overloaded).toBe(true);
-      expect(await stuck.app.metrics.metrics()).toMatch(/^http_admission_queue_regime\{regime="overloaded"\} 1$/m);
-      expect(waitLimit).toBeGreaterThanOrEqual(40);
-      // Refused after 8 ms throughout, they would be up to 60 × 1.5 s / 8 ms = 11,250 (as many as
-      // the process can make).
-      expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(0);
-      expect(crowd.statuses.get(503) ?? 0).toBeLessThanOrEqual(0.25 * ((60 * 1500) / 8));
+      await check(stuck.app, crowd.statuses);
     } finally {
       releaseHeld();
       for (const answer of holding) expect((await answer).status).toBe(200);
     }
+  }
+
+  it('is refused after a wait that keeps the refusals to their share while the loop is busy, never a spin', async () => {
+    // Refused after the overloaded wait's least, 8 ms, the 60 would come back ~100 times a second
+    // each for nothing (7,500 a second). Nothing starts, and the event loop is busy (as it would
+    // be serving others): the wait keeps the refusals to 1,000 a second (60 waiting: refused after
+    // 60 ms).
+    let waitLimit = 0; // the longest wait the queue kept while the crowd waited
+    await crowdBehindHeldPlaces(
+      () => 0.99,
+      async (app, statuses) => {
+        expect(app.admission.queue.overloaded).toBe(true);
+        expect(await app.metrics.metrics()).toMatch(/^http_admission_queue_regime\{regime="overloaded"\} 1$/m);
+        expect(waitLimit).toBeGreaterThanOrEqual(40);
+        // Refused after 8 ms throughout, they would be up to 60 × 1.5 s / 8 ms = 11,250 (as many
+        // as the process can make).
+        expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
+        expect(statuses.get(503) ?? 0).toBeLessThanOrEqual(0.25 * ((60 * 1500) / 8));
+      },
+      (app) => {
+        waitLimit = Math.max(waitLimit, app.admission.queue.timeoutMs);
+      },
+    );
   });
 
   it('is refused sooner while the event loop has room: refusing then costs no answer', async () => {
@@ -351,29 +364,17 @@ describe('a closed loop behind requests that hold every place', () => {
     // order's waits on its product's row): the bound widens to 16 times, and the wait falls to
     // its least, so a client's pool of connections offered more than it can send is refused as
     // fast as it sends.
-    const stuck = await stuckApp(() => 0.5);
-    const at = new URL(await stuck.app.listen({ port: 0, host: '127.0.0.1' }));
-    const holding: Promise<Response>[] = [];
-    try {
-      for (let i = 0; i < 10; i++) holding.push((await holdThePlace(stuck.app, at)).answer);
-      const crowd = await closedLoop({
-        port: Number(at.port),
-        clients: 60,
-        seconds: 1.5,
-        plan: () => ({ method: 'GET', path: '/api/v1/users?page=1&size=5' }),
-        headers: { authorization: ADMIN },
-      });
-      expect(crowd.statuses.get(200) ?? 0).toBe(0);
-      expect(stuck.app.admission.queue.room).toBe(16);
-      // 60 waiting, refused 16,000 times a second at most: after the least wait, 8 ms.
-      expect(stuck.app.admission.queue.timeoutMs).toBe(8);
-      // Past what the busy loop's bound allows, 1,000 a second (1,500 in 1.5 s; 4,679–5,274 here
-      // on an idle 2-core host, the clients in this process too).
-      expect(crowd.statuses.get(503) ?? 0).toBeGreaterThan(2000);
-    } finally {
-      releaseHeld();
-      for (const answer of holding) expect((await answer).status).toBe(200);
-    }
+    await crowdBehindHeldPlaces(
+      () => 0.5,
+      async (app, statuses) => {
+        expect(app.admission.queue.room).toBe(16);
+        // 60 waiting, refused 16,000 times a second at most: after the least wait, 8 ms.
+        expect(app.admission.queue.timeoutMs).toBe(8);
+        // Past what the busy loop's bound allows, 1,000 a second (1,500 in 1.5 s; 4,679–5,274
+        // here on an idle 2-core host, the clients in this process too).
+        expect(statuses.get(503) ?? 0).toBeGreaterThan(2000);
+      },
+    );
   });
 });
 
