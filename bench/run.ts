@@ -53,8 +53,8 @@
 //                                     from a V8 CPU profile of BENCH_PROFILE_SECONDS (default 20)
 //                                     of load after 5 s of warm-up (bench/profile.ts)
 //
-// BENCH_NODE (a path, or a release of the official binaries: `24`, `24.22.3`) is the Node.js the
-// servers run on, by default this process's: the image's line measures what ships.
+// BENCH_NODE (a path, or a release of the official binaries: `24`, `24.22.3`; the Dockerfile's
+// line alone is its exact release) is the Node.js the servers run on, by default this process's.
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/resource_api_bench) is
 // dropped and created afresh. BENCH_CONNECTIONS (default 64) wrk connections. Each mode is a
 // file of bench/modes/; what they share is bench/lib/common.ts.
@@ -62,12 +62,12 @@ import { execFileSync } from 'node:child_process';
 import {
   LOAD_CORE,
   ROOT,
-  SERVER_NODE,
   cores,
   ensureWrk,
   flag,
   placeAndRemember,
   recreateDatabase,
+  serverNode,
   setUp,
 } from './lib/common.js';
 import { crowds } from './modes/crowds.js';
@@ -88,7 +88,7 @@ ensureWrk();
 await setUp();
 const postgresPlace = placeAndRemember();
 console.log(
-  `${postgresPlace}; servers on Node.js ${execFileSync(SERVER_NODE, ['--version'], { encoding: 'utf8' }).trim()}; building…`,
+  `${postgresPlace}; servers on Node.js ${execFileSync(serverNode(), ['--version'], { encoding: 'utf8' }).trim()}; building…`,
 );
 execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
 await recreateDatabase();

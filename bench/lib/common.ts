@@ -45,16 +45,22 @@ export interface Server {
 
 /**
  * The Node.js binary the bench's servers run on (the service, the anchors, the bare servers):
- * BENCH_NODE's, a path or a release of the official binaries (`24`, `24.22.3`: fetched once into
- * the machine's cache by scripts/container/node-binary.sh), so that a run measures the line the
- * image ships; else this process's.
+ * BENCH_NODE's, a path or a release of the official binaries (`24`, `24.22.3`; the Dockerfile's
+ * line alone means the Dockerfile's exact release, what the image ships), fetched once into the
+ * machine's cache by scripts/container/node-binary.sh; else this process's. Resolved at its first
+ * use.
  */
-export const SERVER_NODE = serverNode(process.env.BENCH_NODE);
+export function serverNode(): string {
+  return (resolvedNode ??= resolveNode(process.env.BENCH_NODE));
+}
+let resolvedNode: string | undefined;
 
-function serverNode(wanted: string | undefined): string {
+function resolveNode(wanted: string | undefined): string {
   if (wanted === undefined || wanted === '') return process.execPath;
   if (wanted.includes('/')) return wanted;
-  const dir = execFileSync('bash', [join(ROOT, 'scripts/container/node-binary.sh'), wanted], {
+  const image = /^ARG NODE_VERSION=(\S+)$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+  const release = image.split('.')[0] === wanted ? image : wanted;
+  const dir = execFileSync('bash', [join(ROOT, 'scripts/container/node-binary.sh'), release], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
   }).trim();
@@ -63,7 +69,7 @@ function serverNode(wanted: string | undefined): string {
 
 /**
  * Starts a server pinned to the server core; its output goes to a file, as a log shipper would
- * read it. `node`: another Node.js binary than SERVER_NODE (the runtimes mode).
+ * read it. `node`: another Node.js binary than serverNode()'s (the runtimes mode).
  */
 export async function startServer(
   name: string,
@@ -71,7 +77,7 @@ export async function startServer(
   script: string[],
   env: Record<string, string>,
   core: string = SERVER_CORE,
-  node: string = SERVER_NODE,
+  node: string = serverNode(),
 ): Promise<Server> {
   const log = join(work, `${name}.log`);
   const fd = openSync(log, 'w');

@@ -561,7 +561,7 @@ ${table(admissionRows)}
 
 the generator's own floor (bare node:http answering 503 at 3,000/s): p99 ${f2(floor)} ms
 CPU per refusal (every request refused; a bare node:http server answering 503 beside it, measured the same way):
-  saturated (wrk, 64 connections):     service ${f1(cost.saturated.service)} µs at ${f0(cost.saturated.serviceRate)}/s (nothing starts: the queue's bound holds a closed loop to 1,000 refusals a second, each after a wait, and the process's own costs of each second are spread over them: not a refusal's cost), bare node:http ${f1(cost.saturated.bare)} µs (r₀ of the goodput lines)
+  saturated (wrk, 64 connections):     service ${f1(cost.saturated.service)} µs at ${f0(cost.saturated.serviceRate)}/s (nothing starts: each refusal after a wait, the queue's bound holding a closed loop to 1,000 a second while the event loop is busy, up to 16 times that while it has room, and the process's own costs of each second spread over them: not a refusal's cost), bare node:http ${f1(cost.saturated.bare)} µs (r₀ of the goodput lines)
   open loop, ${f0(cost.open.rate)}/s over 1,000 connections: service ${f1(cost.open.service)} µs, bare node:http ${f1(cost.open.bare)} µs
 `);
   verdicts.push(

@@ -153,11 +153,17 @@ function namesAsked(url: string): string[] | undefined {
   return names.length === 0 ? undefined : [...new Set(names)].slice(0, 64);
 }
 
+/** A metric family's name as Prometheus allows it. */
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/** The names of the registry's families (never a property of a plain object's: `__proto__`). */
+const known = (registry: Registry): Set<string> => new Set(registry.getMetricsAsArray().map((metric) => metric.name));
+
 /**
  * GET /metrics in the Prometheus text format, on a listener of its own; `?name[]=a&name[]=b`
- * exports only those families (unknown names are left out), and reads no other: a frequent
- * scrape of a few gauges (the bench's) leaves the event-loop delay's histogram, which a read
- * resets, to the scrapes of the whole.
+ * exports only those families (at most 64; unknown names are left out), and reads no other: a
+ * frequent scrape of a few gauges (the bench's) leaves the event-loop delay's histogram, which a
+ * read resets, to the scrapes of the whole.
  */
 export async function startMetricsServer(registry: Registry, port: number, host: string): Promise<Server> {
   const server = createServer((req, res) => {
@@ -172,7 +178,7 @@ export async function startMetricsServer(registry: Registry, port: number, host:
         ? registry.metrics()
         : Promise.all(
             names
-              .filter((name) => registry.getSingleMetric(name) !== undefined)
+              .filter((name) => METRIC_NAME.test(name) && known(registry).has(name))
               .map((name) => registry.getSingleMetricAsString(name)),
           ).then((families) => `${families.join('\n\n')}\n`);
     exported.then(

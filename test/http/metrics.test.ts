@@ -1,5 +1,6 @@
 // docs/operations.md#running-several-instances: Prometheus metrics on their own listener, labelled by route template.
 import type { AddressInfo } from 'node:net';
+import { Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startMetricsServer } from '../../src/http/metrics.js';
 import { asAdmin, createUser } from '../support/factories.js';
@@ -67,9 +68,18 @@ describe('GET /metrics on METRICS_PORT', () => {
   });
 
   it('exports only the families a scrape names with name[], and reads no other', async () => {
-    await fetch(metricsUrl); // the event-loop delay's histogram read, and so reset
+    let reads = 0;
+    new Gauge({
+      name: 'test_reads',
+      help: 'Counts its own reads',
+      registers: [app.metrics],
+      collect() {
+        reads++;
+      },
+    });
     const response = await fetch(
-      `${metricsUrl}?name[]=http_requests_queued&name[]=http_concurrency_limit&name[]=no_such_metric`,
+      `${metricsUrl}?name[]=http_requests_queued&name[]=http_concurrency_limit&name[]=no_such_metric` +
+        '&name[]=__proto__&name[]=constructor&name[]=toString&name[]=%0Abad',
     );
     const text = await response.text();
     expect(response.status).toBe(200);
@@ -81,10 +91,13 @@ describe('GET /metrics on METRICS_PORT', () => {
     expect(text).toMatch(/^http_requests_queued 0$/m);
     expect(text).toMatch(/^http_concurrency_limit \d+$/m);
     expect(text.endsWith('\n')).toBe(true);
+    expect(reads).toBe(0);
     // No other query, and an empty list, is the whole export.
     for (const url of [`${metricsUrl}?name=http_requests_queued`, `${metricsUrl}?`]) {
       expect(await (await fetch(url)).text()).toContain('process_cpu_user_seconds_total');
     }
+    expect(reads).toBe(2);
+    app.metrics.removeSingleMetric('test_reads');
   });
 
   it('answers other paths on the metrics port with 404', async () => {

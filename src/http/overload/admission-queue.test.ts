@@ -186,6 +186,33 @@ describe('the admission queue', () => {
     expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(queue.allowanceMs + 5);
   });
 
+  it('each overload starts from the bound, however wide it was in the one before', () => {
+    const load = { closed: true, arriving: 0, busy: 0.5 };
+    const { queue, run } = drive({
+      ms: 2000,
+      clients: 300,
+      get closed() {
+        return load.closed;
+      },
+      arrive: () => load.arriving,
+      serve: (ms) => (ms % 2 === 0 ? 1 : 0),
+      busy: () => load.busy,
+    });
+    expect(queue.room).toBe(16);
+    // The crowd leaves; the queue empties, calms down and stops, the loop idle all along.
+    load.closed = false;
+    run(2000);
+    expect(queue.length).toBe(0);
+    expect(queue.overloaded).toBe(false);
+    // A busy loop's overload next: from four refusals a start, not from 16 times that.
+    load.busy = 0.99;
+    load.arriving = 2;
+    run(1);
+    expect(queue.room).toBe(1);
+    run(2000);
+    expect(queue.room).toBe(1);
+  });
+
   it('a closed loop that gives way to an open loop: the wait goes back to a few ms', () => {
     const load = { closed: true, arriving: 0 };
     const { queue, run, startedWaits } = drive({

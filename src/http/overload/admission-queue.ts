@@ -14,7 +14,8 @@
 //
 // What refusing costs: the overloaded wait is the longer of a few ms (`fastMs`) and what keeps
 // the refusals within `refusalsPerStart` for each request the instance starts (or within
-// `refusalsPerS` a second, 1,000, some 2.5–8% of a core, if that is more), given what waits:
+// `refusalsPerS` a second, 1,000, some 2.5–8% of a core, if that is more; both while the event
+// loop is busy, below), given what waits:
 // everything waiting, refused once a wait, is length / wait refusals a second. An open loop of
 // clients (more arriving than the instance serves, whatever it serves) is refused at the rate its
 // excess arrives however long each waits, and its queue shrinks with the wait (length ≈ excess ×
@@ -29,7 +30,8 @@
 // waiting on one row in the database), the event loop has room, a refusal takes nothing from
 // the answers, and the bound widens step by step (up to 16 times) until the loop is busy: an open
 // loop that holds all of its clients' connections (their pool bounded, every request waiting
-// out the wait) is then refused as fast as it sends, and its backlog drains.
+// out the wait) is then refused as fast as it sends, and its backlog drains. (The loop's
+// utilization does not see work on other threads: password hashes on libuv's pool.)
 //
 // Newest first, a closed loop's oldest requests never reach the front, and its refusals would go
 // on even once the crowd fits first in, first out (after a stall). So the overloaded queue tries
@@ -145,7 +147,7 @@ export class AdmissionQueue<T extends Waiting> {
   /**
    * How long a request may wait overloaded (ms): a few ms, or what refuses everything waiting at
    * most `refusalsPerStart` times for each request started (or `refusalsPerS` a second, if more),
-   * up to the allowance.
+   * that times the room while the event loop has it, up to the allowance.
    */
   get overloadedWaitMs(): number {
     const rate = this.#room * Math.max(this.#refusalsPerS, this.#refusalsPerStart * this.#startsPerS);
@@ -169,6 +171,7 @@ export class AdmissionQueue<T extends Waiting> {
       this.#stepStart = now;
       this.#stepStarts = 0;
       this.#busy(); // (its next reading is of the steps from now on)
+      this.#room = 1;
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
     }
     return true;
@@ -243,6 +246,7 @@ export class AdmissionQueue<T extends Waiting> {
     // A refusal within a trial of the normal regime: still over what fits.
     if (now - this.#trialStartedAt <= 2 * this.#budgetMs) return this.#trialFailed(now);
     this.#overloaded = true;
+    this.#room = 1;
     this.#trialEveryMs = this.#trialMs;
     this.#nextTrialAt = now + this.#trialEveryMs;
   }
@@ -285,7 +289,9 @@ export class AdmissionQueue<T extends Waiting> {
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
-      this.#widen(this.#busy());
+      // (Read at every step, so that each reading is of its step; heeded only while refusing.)
+      const busy = this.#busy();
+      if (this.#overloaded && this.length > 0) this.#widen(busy);
       // What waits would start within 75% of the allowance, first in, first out: the normal
       // regime again, on trial.
       const drainMs = this.#startsPerS > 0 ? (1000 * this.length) / this.#startsPerS : Number.POSITIVE_INFINITY;
@@ -305,8 +311,9 @@ export class AdmissionQueue<T extends Waiting> {
   }
 
   /**
-   * The bound on refusals, widened by half at each step the process had room (busy under
-   * ROOM_BELOW), up to ROOM_MAX times, and halved at each step it was busy past BUSY_ABOVE.
+   * The bound on refusals, widened by half at each step of an overload in which the process had
+   * room (busy under ROOM_BELOW), up to ROOM_MAX times, and halved at each step it was busy past
+   * BUSY_ABOVE. Each overload starts from 1, as does the queue after it was idle.
    */
   #widen(busy: number): void {
     if (busy < ROOM_BELOW) this.#room = Math.min(ROOM_MAX, this.#room * 1.5);

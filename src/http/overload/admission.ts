@@ -14,7 +14,7 @@
 // complete (its body read, for a request that has one) to its answer: a client that sends its
 // body slowly spends its own time, and steers neither.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { performance as loop } from 'node:perf_hooks';
+import { performance as perfHooks } from 'node:perf_hooks';
 import { CorsRules } from '../cors.js';
 import { OVERLOADED_DETAIL, overloadRetryAfter } from '../problems/error-registry.js';
 import { PROBLEM_TYPES } from '../problems/problem-types.js';
@@ -85,7 +85,7 @@ export class Admission {
   readonly #onShed: (reason: ShedReason) => void;
   readonly #ages = new RequestAges();
   /** The event loop's utilization as the queue last read it. */
-  #loop = loop.eventLoopUtilization();
+  #utilization = perfHooks.eventLoopUtilization();
   #handler: (req: IncomingMessage, res: ServerResponse) => void = () => {};
   /**
    * Whether the event loop lags past its limit (the backstop, overload.ts): set once the app is
@@ -115,9 +115,9 @@ export class Admission {
         busy:
           options.loopBusy ??
           (() => {
-            const now = loop.eventLoopUtilization();
-            const step = loop.eventLoopUtilization(now, this.#loop);
-            this.#loop = now;
+            const now = perfHooks.eventLoopUtilization();
+            const step = perfHooks.eventLoopUtilization(now, this.#utilization);
+            this.#utilization = now;
             return step.utilization;
           }),
       },
