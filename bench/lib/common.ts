@@ -46,9 +46,8 @@ export interface Server {
 /**
  * The Node.js binary the bench's servers run on (the service, the anchors, the bare servers):
  * BENCH_NODE's, a path or a release of the official binaries (`24`, `24.22.3`; the Dockerfile's
- * line alone means the Dockerfile's exact release, what the image ships), fetched once into the
- * machine's cache by scripts/container/node-binary.sh; else this process's. Resolved at its first
- * use.
+ * line alone means the Dockerfile's exact release, what the image ships: officialNode()); else
+ * this process's. Resolved at its first use.
  */
 export function serverNode(): string {
   return (resolvedNode ??= resolveNode(process.env.BENCH_NODE));
@@ -57,7 +56,15 @@ let resolvedNode: string | undefined;
 
 function resolveNode(wanted: string | undefined): string {
   if (wanted === undefined || wanted === '') return process.execPath;
-  if (wanted.includes('/')) return wanted;
+  return wanted.includes('/') ? wanted : officialNode(wanted);
+}
+
+/**
+ * The official Node.js binary of a release (`24.22.3`) or a line (`26`: the newest the registry
+ * has; the Dockerfile's line: the Dockerfile's exact release, what the image runs), fetched once
+ * into the machine's cache (scripts/container/node-binary.sh) and kept there.
+ */
+export function officialNode(wanted: string): string {
   const image = /^ARG NODE_VERSION=(\S+)$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
   const release = image.split('.')[0] === wanted ? image : wanted;
   const dir = execFileSync('bash', [join(ROOT, 'scripts/container/node-binary.sh'), release], {

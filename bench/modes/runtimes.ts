@@ -1,13 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   DB_URL,
   DURATION,
   type Measurement,
   POOL,
   PRODUCTS,
-  ROOT,
+  officialNode,
   ROUNDS,
   type Server,
   USERS,
@@ -33,19 +31,9 @@ import { otlpSink } from './tracing.js';
 /** The lines compared (BENCH_RUNTIMES, comma-separated majors or exact versions): 20, 24 and 26 by default. */
 const LINES = (process.env.BENCH_RUNTIMES ?? '20,24,26').split(',').map((v) => v.trim());
 
-/**
- * The exact release of a line: the Dockerfile's for the image's own line (what the image runs),
- * else the newest the registry has; fetched once into the machine's cache
- * (scripts/container/node-binary.sh) and kept there.
- */
+/** A line's official binary (officialNode(): the image's own line at the Dockerfile's release). */
 function nodeBinary(line: string): { version: string; node: string } {
-  const image = /^ARG NODE_VERSION=(\S+)$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
-  const wanted = image.split('.')[0] === line ? image : line;
-  const dir = execFileSync('bash', [join(ROOT, 'scripts/container/node-binary.sh'), wanted], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  }).trim();
-  const node = join(dir, 'bin', 'node');
+  const node = officialNode(line);
   return { version: execFileSync(node, ['--version'], { encoding: 'utf8' }).trim(), node };
 }
 
