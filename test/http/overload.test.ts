@@ -116,6 +116,35 @@ describe('a request over the concurrency limit', () => {
     }
   });
 
+  it('leaves a request less of the budget while the event loop is late: it waits as long unread, and its answer to be written', async () => {
+    await until('the queue calm', () => !tight.app.admission.queue.overloaded, 2000);
+    const { answer: holding } = await holdThePlace(tight.app, tightAt);
+    const serviceMs = tight.app.admission.limiter.p99; // (nothing is answered meanwhile)
+    // (Under the floor's 120 ms, or the allowance would be the floor whatever the loop does.)
+    expect(serviceMs).toBeLessThan(90);
+    // Turns of 30 ms every 35 ms, as a loop behind on its work makes them.
+    const blocking = setInterval(() => {
+      for (const end = performance.now() + 30; performance.now() < end;);
+    }, 35);
+    let least = Number.POSITIVE_INFINITY;
+    const reading = setInterval(() => (least = Math.min(least, tight.app.admission.queue.allowanceMs)), 5);
+    try {
+      // Something waits nearly throughout (each refused after its wait, the next sent at once).
+      for (const end = performance.now() + 800; performance.now() < end;)
+        expect((await get(tightAt, '/api/v1/users?page=1&size=5')).status).toBe(503);
+    } finally {
+      clearInterval(blocking);
+      clearInterval(reading);
+      releaseHeld();
+      await holding;
+    }
+    // The budget (200 ms) less the service time's p99 and the loop's lateness (~30 ms a turn),
+    // never under 40% of the budget.
+    expect(least).toBeLessThanOrEqual(200 - serviceMs - 15);
+    expect(least).toBeGreaterThanOrEqual(80);
+    await until('the queue calm', () => !tight.app.admission.queue.overloaded, 2000);
+  });
+
   it('closes the connection of a refused request whose body it did not read', async () => {
     const { answer: holding } = await holdThePlace(tight.app, tightAt);
     const socket: Socket = connect(Number(tightAt.port), tightAt.hostname);

@@ -5,7 +5,9 @@
 //
 // - Normal: first in, first out; a request is refused once it has waited the allowance, the
 //   budget less what it still needs once it leaves the queue (the p99 of the service time of the
-//   requests just answered), never less than 40% of the budget.
+//   requests just answered) and less how late the event loop is (a request waits that long in
+//   its socket before it is read, and its answer as long to be written: how late the queue's own
+//   timer fires, its worst in each step), never less than 40% of the budget.
 // - Overloaded: once a request has been refused so, the queue stands above what fits: the newest
 //   are served first (they can still be answered in time), and a request is refused once it has
 //   waited the overloaded wait, so that clients hear soon and their connections are free for what
@@ -100,6 +102,10 @@ export class AdmissionQueue<T extends Waiting> {
   readonly #busy: () => number;
   /** How far the bound on refusals is widened while the process has room (1–ROOM_MAX). */
   #room = 1;
+  /** How late the timer fired (ms): at its last tick, its worst in the step, smoothed over steps. */
+  #lastTick = 0;
+  #stepLateMs = 0;
+  #lateMs = 0;
 
   #overloaded = false;
   #lastRefusal = Number.NEGATIVE_INFINITY;
@@ -141,7 +147,12 @@ export class AdmissionQueue<T extends Waiting> {
 
   /** How long a request may wait in the normal regime (ms), and the most any may wait to be started. */
   get allowanceMs(): number {
-    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs());
+    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs() - this.#lateMs);
+  }
+
+  /** How late the event loop is (ms): the queue's timer, its worst in a step, smoothed over steps. */
+  get lateMs(): number {
+    return this.#lateMs;
   }
 
   /**
@@ -166,10 +177,16 @@ export class AdmissionQueue<T extends Waiting> {
     this.length++;
     if (this.#timer === undefined) {
       const now = performance.now();
-      // Idle for over a second: the rate requests started at then says nothing of now.
-      if (now - this.#stepStart > 1000) this.#startsPerS = 0;
+      // Idle for over a second: the rate requests started at then, and how late the loop was,
+      // say nothing of now.
+      if (now - this.#stepStart > 1000) {
+        this.#startsPerS = 0;
+        this.#lateMs = 0;
+      }
       this.#stepStart = now;
       this.#stepStarts = 0;
+      this.#lastTick = now;
+      this.#stepLateMs = 0;
       this.#busy(); // (its next reading is of the steps from now on)
       this.#room = 1;
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
@@ -284,9 +301,13 @@ export class AdmissionQueue<T extends Waiting> {
 
   #onTimer(): void {
     const now = performance.now();
+    this.#stepLateMs = Math.max(this.#stepLateMs, now - this.#lastTick - TICK_MS);
+    this.#lastTick = now;
     if (now - this.#stepStart >= STEP_MS) {
       const perS = (1000 * this.#stepStarts) / (now - this.#stepStart);
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
+      this.#lateMs = 0.7 * this.#lateMs + 0.3 * this.#stepLateMs;
+      this.#stepLateMs = 0;
       this.#stepStart = now;
       this.#stepStarts = 0;
       // (Read at every step, so that each reading is of its step; heeded only while refusing.)
