@@ -7,7 +7,8 @@
 //   budget less what it still needs once it leaves the queue (the p99 of the service time of the
 //   requests just answered) and less how late the event loop is (a request waits that long in
 //   its socket before it is read, and its answer as long to be written: how late the queue's own
-//   timer fires, its worst in each step), never less than 40% of the budget.
+//   timer fires, its worst in each step, smoothed, and at once within a step), never less than
+//   40% of the budget.
 // - Overloaded: once a request has been refused so, the queue stands above what fits: the newest
 //   are served first (they can still be answered in time), and a request is refused once it has
 //   waited the overloaded wait, so that clients hear soon and their connections are free for what
@@ -147,12 +148,15 @@ export class AdmissionQueue<T extends Waiting> {
 
   /** How long a request may wait in the normal regime (ms), and the most any may wait to be started. */
   get allowanceMs(): number {
-    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs() - this.#lateMs);
+    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs() - this.lateMs);
   }
 
-  /** How late the event loop is (ms): the queue's timer, its worst in a step, smoothed over steps. */
+  /**
+   * How late the event loop is (ms): the queue's timer, its worst in a step, smoothed over steps,
+   * or the worst of the step so far if more (a long turn counts at once).
+   */
   get lateMs(): number {
-    return this.#lateMs;
+    return Math.max(this.#lateMs, this.#stepLateMs);
   }
 
   /**
