@@ -63,9 +63,11 @@ const generate = (options: OpenLoopOptions): Promise<NativeOpenLoopResult> =>
  * pool of clients is a closed loop to the server once every connection waits on an answer: the
  * server holds what waits within its budget as it holds a crowd that fits, and the backlog grows
  * in the generator, not the server (1,000 connections bound both builds and the unprotected
- * instance at 2× C once C passed ~7,000/s: docs/benchmark-log.md).
+ * instance at 2× C once C passed ~7,000/s: docs/benchmark-log.md). At most 15,000: each is a
+ * descriptor in the generator and in the server (a limit of 20,000 here) and a port of the
+ * 28,232 of loopback's range.
  */
-const poolFor = (rate: number): number => Math.max(1000, Math.ceil(rate * 0.5));
+const poolFor = (rate: number): number => Math.min(15_000, Math.max(1000, Math.ceil(rate * 0.5)));
 
 interface Mix {
   name: string;
@@ -601,7 +603,7 @@ export async function overload(): Promise<void> {
   }
 
   console.log(`
-open loop: max(1,000, rate × 0.5 s) connections, 2-s client time-out, goodput = 2xx within 500 ms; ${SECONDS} s a phase; pool ${POOL}
+open loop: rate × 0.5 s connections (1,000–15,000), 2-s client time-out, goodput = 2xx within 500 ms; ${SECONDS} s a phase; pool ${POOL}
 generator: ${generatorName()}
 ${priority}
 
