@@ -72,7 +72,11 @@ static struct text *texts;
 static size_t text_count;
 
 static struct connection *connections;
-static int *idle, idle_length;
+// The idle connections, a ring taken from its head: the one idle longest goes first, so a pool
+// larger than the load needs turns over whole. (A stack left most of a pool idle past the
+// server's keep-alive time-out, which closed thousands at once, reopened at once: an accept storm
+// in the middle of a phase.)
+static int *idle, idle_head, idle_length;
 static int *free_slots, free_length;
 static int64_t to_open, connections_opened;
 
@@ -117,12 +121,15 @@ static void push(struct doubles *d, double v) {
 
 static void idle_push(int slot) {
   connections[slot].in_idle = 1;
-  idle[idle_length++] = slot;
+  idle[(idle_head + idle_length) % max_connections] = slot;
+  idle_length++;
 }
 
 static int idle_pop(void) {
   if (idle_length == 0) return -1;
-  int slot = idle[--idle_length];
+  int slot = idle[idle_head];
+  idle_head = (idle_head + 1) % max_connections;
+  idle_length--;
   connections[slot].in_idle = 0;
   return slot;
 }
@@ -130,9 +137,10 @@ static int idle_pop(void) {
 // Only when an idle connection is closed under it (the server's keep-alive time-out): rare, and
 // the order of the others is kept.
 static void idle_remove(int slot) {
-  for (int i = 0; i < idle_length; i++)
-    if (idle[i] == slot) {
-      memmove(idle + i, idle + i + 1, (size_t)(idle_length - i - 1) * sizeof(int));
+  for (int k = 0; k < idle_length; k++)
+    if (idle[(idle_head + k) % max_connections] == slot) {
+      for (int j = k; j < idle_length - 1; j++)
+        idle[(idle_head + j) % max_connections] = idle[(idle_head + j + 1) % max_connections];
       idle_length--;
       break;
     }

@@ -126,7 +126,9 @@ export async function openLoop(options: {
           queueHead++;
           continue;
         }
-        const c = idle.pop();
+        // The one idle longest first, as open-loop.c does: the whole pool turns over, and none
+        // idles past the server's keep-alive time-out.
+        const c = idle.shift();
         if (c === undefined) return;
         queueHead++;
         c.current = pending;
