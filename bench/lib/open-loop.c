@@ -11,7 +11,7 @@
 // stdout (the fields of OpenLoopResult, and the generator's own figures).
 //
 // Requests are due every 1/RATE s from the moment the connections are open (or 5 s have passed),
-// for SECONDS. A due request waits here for an idle connection (the one freed last first), and
+// for SECONDS. A due request waits here for an idle connection (the one idle longest first), and
 // its latency counts from its due time, so the wait shows. One not answered within TIMEOUT_MS of
 // its due time is abandoned and its connection closed, another opened in its place. An answer is
 // read by its status line and Content-Length only. Only 127.0.0.1 is ever connected to.
@@ -604,7 +604,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   read_requests();
-  // A thousand connections and their replacements: the soft limit up to the hard one, as Node
+  // Up to 15,000 connections and their replacements: the soft limit up to the hard one, as Node
   // raises its own.
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {

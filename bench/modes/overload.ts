@@ -270,7 +270,7 @@ function row(mix: string, c: number, p: Phase): string[] {
     f0(percentile(r.refused, 99)),
     `${f0(percentile(p.probe.latencies, 99))} / ${p.probe.failures}`,
     // From a request's due time to its write (the native generator's): a wait for a free
-    // connection, all of the 1,000 waiting on answers or refusals, shows here.
+    // connection, every one of the pool waiting on answers or refusals, shows here.
     r.generator === undefined ? '-' : `${f0(r.generator.sendLagP99)} / ${f0(r.generator.sendLagMax)}`,
     // The service's CPU over the phase, as a share of its one core.
     f2(p.serverUs / p.wallUs),
@@ -508,7 +508,7 @@ export async function overload(): Promise<void> {
     // closed loop is measured without the limit, which would refuse what a crowd of 64 queues.
     await vacuumAnalyze();
     const off = await service('service-overload-off', 18093, { ...env, OVERLOAD_PROTECTION: 'false' });
-    // At 64, 256 and 1,000 connections (the open loop's), the most: work bound by one hot row
+    // At 64, 256 and 1,000 connections, the most: work bound by one hot row
     // (orders on one product) serves more with more in flight (its statements gather), and a C
     // below what the service holds would offer no overload at "3× C".
     // The first seconds of orders on a new database run at half the rate (docs/benchmark-log.md):
