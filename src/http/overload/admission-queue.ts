@@ -5,10 +5,7 @@
 //
 // - Normal: first in, first out; a request is refused once it has waited the allowance, the
 //   budget less what it still needs once it leaves the queue (the p99 of the service time of the
-//   requests just answered) and less how late the event loop is (a request waits that long in
-//   its socket before the queue sees it, and the queue's own timer, which refuses and starts, is
-//   as late: how late that timer fires, its worst in each step, smoothed, and at once within a
-//   step), never less than 40% of the budget.
+//   requests just answered), never less than 40% of the budget.
 // - Overloaded: once a request has been refused so, the queue stands above what fits: the newest
 //   are served first (they can still be answered in time), and a request is refused once it has
 //   waited the overloaded wait, so that clients hear soon and their connections are free for what
@@ -103,10 +100,6 @@ export class AdmissionQueue<T extends Waiting> {
   readonly #busy: () => number;
   /** How far the bound on refusals is widened while the process has room (1–ROOM_MAX). */
   #room = 1;
-  /** When the timer last fired; how late (ms): its worst in the step, and smoothed over steps. */
-  #lastTick = 0;
-  #stepLateMs = 0;
-  #lateMs = 0;
 
   #overloaded = false;
   #lastRefusal = Number.NEGATIVE_INFINITY;
@@ -148,15 +141,7 @@ export class AdmissionQueue<T extends Waiting> {
 
   /** How long a request may wait in the normal regime (ms), and the most any may wait to be started. */
   get allowanceMs(): number {
-    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs() - this.lateMs);
-  }
-
-  /**
-   * How late the event loop is (ms): the queue's timer, its worst in a step, smoothed over steps,
-   * or the worst of the step so far if more (a long turn counts at once).
-   */
-  get lateMs(): number {
-    return Math.max(this.#lateMs, this.#stepLateMs);
+    return Math.max(0.4 * this.#budgetMs, this.#budgetMs - this.#serviceMs());
   }
 
   /**
@@ -181,16 +166,10 @@ export class AdmissionQueue<T extends Waiting> {
     this.length++;
     if (this.#timer === undefined) {
       const now = performance.now();
-      // Idle for over a second: the rate requests started at then, and how late the loop was,
-      // say nothing of now. Less: the lateness fades as if each step idle had been on time.
-      if (now - this.#stepStart > 1000) {
-        this.#startsPerS = 0;
-        this.#lateMs = 0;
-      } else this.#lateMs *= 0.7 ** Math.floor((now - this.#stepStart) / STEP_MS);
+      // Idle for over a second: the rate requests started at then says nothing of now.
+      if (now - this.#stepStart > 1000) this.#startsPerS = 0;
       this.#stepStart = now;
       this.#stepStarts = 0;
-      this.#lastTick = now;
-      this.#stepLateMs = 0;
       this.#busy(); // (its next reading is of the steps from now on)
       this.#room = 1;
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
@@ -259,8 +238,6 @@ export class AdmissionQueue<T extends Waiting> {
   stop(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    // (The part of a step it saw counts as a step: nothing is measured until it runs again.)
-    this.#foldLateness();
   }
 
   #refused(now: number): void {
@@ -307,12 +284,9 @@ export class AdmissionQueue<T extends Waiting> {
 
   #onTimer(): void {
     const now = performance.now();
-    const late = now - this.#lastTick - TICK_MS;
-    this.#lastTick = now;
     if (now - this.#stepStart >= STEP_MS) {
       const perS = (1000 * this.#stepStarts) / (now - this.#stepStart);
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
-      this.#foldLateness();
       this.#stepStart = now;
       this.#stepStarts = 0;
       // (Read at every step, so that each reading is of its step; heeded only while refusing.)
@@ -331,17 +305,9 @@ export class AdmissionQueue<T extends Waiting> {
         this.#trialLimitMs = Math.max(2 * drainMs, 2 * this.#fastMs, 0.25 * this.allowanceMs);
       }
     }
-    // (Into the step that begins, if one does: a turn long enough to end a step counts at once.)
-    this.#stepLateMs = Math.max(this.#stepLateMs, late);
     this.tick();
     this.expire(now);
     if (this.length === 0 && !this.#overloaded) this.stop();
-  }
-
-  /** The step's worst lateness, into the smoothed one; the next step starts from none. */
-  #foldLateness(): void {
-    this.#lateMs = 0.7 * this.#lateMs + 0.3 * this.#stepLateMs;
-    this.#stepLateMs = 0;
   }
 
   /**

@@ -12,15 +12,15 @@
 // half the p99 (requests waiting on one row's lock in turn spread from near nothing to the whole
 // line's time; evenly spread, the mean is half the p99), and what is over the limit waits in the
 // admission queue (admission-queue.ts), which refuses only what could not be answered in time:
-// the queue leaves a request the budget less that p99 (and less how late the event loop is).
-// (The p99 is its bucket's upper bound, up to 19% over the true one, so the factor reads 0.84–1
-// for service times that do not spread at all: the p99 is held at 0.84–1 times the target.) The
-// factor is never under a half (an even spread): where the p99 belongs to a few requests of
-// another kind (password hashes among reads), the mean over it says nothing of how the rest
-// spread, and the limit would fall to its floor for them. Below the knee, throughput grows with
-// the limit, and so does the limit (at most doubling a window). Requests that take longer alone
-// than the target (a password hash) keep CONCURRENCY_LIMIT_MIN places at least: keep it above
-// the knee of such work (the hashing threads, the database connections).
+// the queue leaves a request the budget less that p99. (The p99 is its bucket's upper bound, up
+// to 19% over the true one, so the factor reads 0.84–1 for service times that do not spread at
+// all: the p99 is held at 0.84–1 times the target.) The factor is never under a half (an even
+// spread): where the p99 belongs to a few requests of another kind (password hashes among
+// reads), the mean over it says nothing of how the rest spread, and the limit would fall to its
+// floor for them. Below the knee, throughput grows with the limit, and so does the limit (at
+// most doubling a window). Requests that take longer alone than the target (a password hash)
+// keep CONCURRENCY_LIMIT_MIN places at least: keep it above the knee of such work (the hashing
+// threads, the database connections).
 //
 // Each window (at least `windowMs` and `minSamples` answers) gives the throughput and the
 // service times (from the complete request to its answer: a client that sends its body slowly
