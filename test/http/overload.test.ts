@@ -295,7 +295,7 @@ describe('a closed loop of clients that send again at once', () => {
     const served = (statuses: Map<number, number>) => statuses.get(200) ?? 0;
     expect(unprotected.get(503) ?? 0).toBe(0);
     // Half at least: the limit of four in flight costs throughput of its own against 24 on two
-    // connections to PostgreSQL (0.65–0.70× with nothing refused, on a host whose list page takes
+    // connections to PostgreSQL (0.66–0.70× with nothing refused, on a host whose list page takes
     // ~1 ms); a refusal storm, the failure this test is for, left a tenth of it or less.
     expect(served(protectedLoop)).toBeGreaterThanOrEqual(0.5 * served(unprotected));
     // At most one refusal per client per 40 ms (40% of the budget, the least a request waits
