@@ -38,6 +38,8 @@ export interface NativeOpenLoopResult extends OpenLoopResult {
     /** Its CPU time, s, and the schedule's wall time to the last answer or time-out, s. */
     cpuSeconds: number;
     runSeconds: number;
+    /** How long the pool took to open before the schedule began, s. */
+    openSeconds: number;
     /** ms from a request's due time to its write: the wait for a connection and for the generator. */
     sendLagP99: number;
     sendLagMax: number;
@@ -176,6 +178,7 @@ export async function openLoopNative(options: NativeOpenLoopOptions): Promise<Na
     errors: number;
     perSecond: [number, number][];
     admitted: number[];
+    admittedDue: number[];
     refused: number[];
     generator: NonNullable<NativeOpenLoopResult['generator']>;
   };
@@ -187,6 +190,7 @@ export async function openLoopNative(options: NativeOpenLoopOptions): Promise<Na
     timeouts: raw.timeouts,
     errors: raw.errors,
     admitted: raw.admitted,
+    admittedDue: raw.admittedDue,
     refused: raw.refused,
     perSecond: raw.perSecond.map(([ok, refused]) => ({ ok, refused })),
     generator: raw.generator,

@@ -85,11 +85,14 @@ static uint8_t *done;
 static int32_t *carrier;
 static int64_t next_due, queue_head, sweep_head, settled, sent;
 static int64_t begin_ns;
+// How long the pool took to open, before the schedule began (s).
+static double open_seconds;
 
 static int64_t good, timeouts, errors, statuses[1000];
 static int64_t (*per_second)[2];
 static int64_t seconds_length;
-static struct doubles admitted, refused, send_lag;
+// admitted_due: each admitted answer's due time (ms from the schedule's start), in the order of admitted.
+static struct doubles admitted, admitted_due, refused, send_lag;
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -171,6 +174,7 @@ static void answered(int64_t i, int status, int64_t now) {
     per_second[second][1]++;
   } else {
     push(&admitted, latency);
+    push(&admitted_due, (double)(due - begin_ns) / 1e6);
     if (ok) per_second[second][0]++;
   }
   if (ok && latency <= good_ms) good++;
@@ -562,6 +566,7 @@ static void write_result(double run_seconds) {
   }
   put_s("]");
   put_array("admitted", &admitted);
+  put_array("admittedDue", &admitted_due);
   put_array("refused", &refused);
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -573,6 +578,8 @@ static void write_result(double run_seconds) {
   put_i(connections_opened);
   put_s(",\"cpuSeconds\":");
   put_thousandths(cpu);
+  put_s(",\"openSeconds\":");
+  put_thousandths(open_seconds);
   put_s(",\"runSeconds\":");
   put_thousandths(run_seconds);
   put_s(",\"sendLagP99\":");
@@ -635,6 +642,7 @@ int main(int argc, char **argv) {
     wait_and_handle(1);
   }
   begin_ns = now_ns();
+  open_seconds = (double)(begin_ns - start) / 1e9;
 
   // The schedule: each turn sends everything due, abandons what is past its time-out, and waits
   // at most 1 ms for answers, so a request leaves at most ~1 ms after it is due when the

@@ -27,6 +27,8 @@ export interface OpenLoopResult {
   errors: number;
   /** Latency (ms, from due time) of the answers that were not 503, and of the 503s. */
   admitted: number[];
+  /** Each admitted answer's due time (ms from the schedule's start), in the order of `admitted` (the native generator's). */
+  admittedDue?: number[];
   refused: number[];
   /** Per second of the run: answers 2xx, 503s. */
   perSecond: { ok: number; refused: number }[];
