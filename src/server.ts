@@ -16,6 +16,16 @@ import { startMetricsServer } from './http/metrics.js';
 import { createLogger } from './logger.js';
 import { startTracing, type Tracing } from './tracing/tracing.js';
 
+/**
+ * The connections the kernel completes for the port before the process takes them: as many as it
+ * allows (Linux caps it at net.core.somaxconn, 4096 by default), as Go's net package does, not
+ * Node's 511. Past the queue, a new connection's handshake is dropped and its client tries again
+ * a second later: a load balancer's pool of thousands reopening at once (a deploy, a failover),
+ * or a burst of new clients while the event loop is busy, would otherwise wait out that second
+ * before the instance sees a byte of their requests (docs/operations.md#overload).
+ */
+const LISTEN_BACKLOG = 65_535;
+
 /** The service's version, as its traces name it: package.json's, from src/ or from dist/src/. */
 function packageVersion(): string {
   for (const path of ['../package.json', '../../package.json']) {
@@ -113,7 +123,7 @@ async function main(): Promise<void> {
     await tracing?.shutdown(); // the last spans go out
   });
 
-  const address = await app.listen({ port: config.port, host: config.host });
+  const address = await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   if (metricsServer !== undefined) {
     const { port } = metricsServer.address() as { port: number };
     logger.info({ url: `http://${config.host}:${port}/metrics` }, 'metrics listening');

@@ -8,5 +8,7 @@ const server = createServer((_req, res) => {
   res.writeHead(503, { 'content-type': 'application/json', 'content-length': body.length, 'retry-after': '1' });
   res.end(body);
 });
-server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log('ready'));
+// With the service's listen backlog (src/server.ts), so that the reach check's floor is of the
+// same accept queue.
+server.listen({ port: Number(process.env.PORT), host: '127.0.0.1', backlog: 65_535 }, () => console.log('ready'));
 process.on('SIGTERM', () => process.exit(0));

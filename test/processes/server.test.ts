@@ -2,6 +2,7 @@
 // across a restart, and a graceful stop that finishes in-flight work (docs/configuration.md).
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { request as httpRequest, Agent } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -222,6 +223,54 @@ describe.runIf(run)('the server process', () => {
     expect(ms).toBeLessThan(3000); // the client agent would hold an idle socket for 5 s, the server for 72 s
     expect(server.logs.some((l) => l.msg === 'shutting down' && l.signal === 'SIGTERM')).toBe(true);
     agent.destroy();
+  });
+
+  it('has the kernel queue a burst of 1,000 new connections while it cannot take them, none dropped', async () => {
+    // Past the listen backlog, Linux drops a new connection's handshake and its client tries again
+    // a second later (Node's default of 511 would leave half of these waiting that second). The
+    // process is stopped, so nothing is accepted while they connect; each must connect at once,
+    // and be answered once the process runs again. (The kernel caps the backlog at somaxconn.)
+    const somaxconn = Number(await readFile('/proc/sys/net/core/somaxconn', 'utf8').catch(() => '0'));
+    if (somaxconn < 1024)
+      return void console.warn(`net.core.somaxconn is ${somaxconn}: the burst cannot be queued here`);
+    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+    const { port } = new URL(server.url);
+    server.child.kill('SIGSTOP');
+    const sockets: Socket[] = [];
+    try {
+      const started = performance.now();
+      const connected = await Promise.all(
+        Array.from(
+          { length: 1000 },
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const socket = connect({ port: Number(port), host: '127.0.0.1' });
+              sockets.push(socket);
+              socket.once('error', reject).once('connect', () => resolve(performance.now() - started));
+            // (Not connected in 1.5 s: its handshake was dropped, and is tried again.)
+            setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1500).unref();
+            }),
+        ),
+      );
+      // (A dropped handshake is tried again after a second.)
+      expect(Math.max(...connected)).toBeLessThan(800);
+      const answered = sockets.map(
+        (socket) =>
+          new Promise<string>((resolve, reject) => {
+            let text = '';
+            socket.on('data', (d: Buffer) => (text += d.toString())).once('error', reject);
+            socket.once('end', () => resolve(text));
+            socket.write('GET /api/public/health/live HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+          }),
+      );
+      server.child.kill('SIGCONT');
+      const statuses = (await Promise.all(answered)).map((text) => text.slice(0, 12));
+      expect(statuses.filter((s) => s === 'HTTP/1.1 200')).toHaveLength(1000);
+    } finally {
+      server.child.kill('SIGCONT');
+      for (const socket of sockets) socket.destroy();
+      await server.stop();
+    }
   });
 
   it('stops on SIGINT too', async () => {
