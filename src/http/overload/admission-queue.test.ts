@@ -125,14 +125,32 @@ describe('the admission queue', () => {
     const { queue, refusalsIn, startedWaits } = drive({ ms: 6000, arrive: () => 2, serve: () => 1 });
     expect(queue.overloaded).toBe(true);
     expect(queue.timeoutMs).toBe(10);
-    // Once it refuses (at 460 ms: first in, first out until the oldest waited 230), nothing
-    // started late.
+    // Once overloaded (at 230 ms, when more wait than start within the allowance), nothing
     // started late: the trials of first in, first out (after 500 ms, then 1, 2 and 4 s) end once
     // the oldest has waited a quarter of the allowance.
     const after = startedWaits.filter(({ ms }) => ms > 600);
     expect(Math.max(...after.map(({ waited }) => waited))).toBeLessThanOrEqual(0.25 * 230 + 5);
     expect(after.filter(({ waited }) => waited > 25).length).toBeLessThanOrEqual(0.15 * after.length);
     expect(refusalsIn(1000, 6000)).toBeGreaterThan(4500);
+  });
+
+  it('an open loop at three times what it serves: overloaded once what waits cannot start within the allowance, before any has waited it', () => {
+    // Three arrive each ms, one place frees each ms. First in, first out, the oldest would wait
+    // out the allowance (230 ms) at 345 ms, and every request started until then would have
+    // waited up to that long; at 1,000 starts a second, more than 230 waiting (at 115 ms) cannot
+    // all start within it.
+    const { queue, refusalsIn, startedWaits } = drive({ ms: 1000, arrive: () => 3, serve: () => 1 });
+    expect(queue.overloaded).toBe(true);
+    expect(refusalsIn(0, 200)).toBeGreaterThan(0);
+    expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThan(100);
+  });
+
+  it('a crowd whose every request starts within the allowance, in turn, is never refused', () => {
+    // 220 clients that send again at once, a place freeing each ms: each waits 220 ms of 230.
+    const { queue, refusalsIn, startedWaits, now } = drive({ ms: 5000, clients: 220, closed: true, serve: () => 1 });
+    expect(queue.overloaded).toBe(false);
+    expect(refusalsIn(0, now())).toBe(0);
+    expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(230);
   });
 
   it('a closed loop over what fits: the wait grows until refusing costs at most four refusals a start', () => {

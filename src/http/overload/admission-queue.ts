@@ -6,10 +6,12 @@
 // - Normal: first in, first out; a request is refused once it has waited the allowance, the
 //   budget less what it still needs once it leaves the queue (the p99 of the service time of the
 //   requests just answered), never less than 40% of the budget.
-// - Overloaded: once a request has been refused so, the queue stands above what fits: the newest
-//   are served first (they can still be answered in time), and a request is refused once it has
-//   waited the overloaded wait, so that clients hear soon and their connections are free for what
-//   they send next. A request is never started once it has waited past the allowance. Back to
+// - Overloaded: once a request has been refused so, or sooner once more wait than could start
+//   within the allowance at the rate requests started in the last step throughout which
+//   something waited (what the instance could start, not what was asked of it), the queue stands
+//   above what fits: the newest are served first (they can still be answered in time), and a
+//   request is refused once it has waited the overloaded wait, so that clients hear soon and
+//   their connections are free for what they send next. A request is never started once it has waited past the allowance. Back to
 //   normal once nothing has been refused for `calmMs`.
 //
 // What refusing costs: the overloaded wait is the longer of a few ms (`fastMs`) and what keeps
@@ -103,6 +105,15 @@ export class AdmissionQueue<T extends Waiting> {
 
   #overloaded = false;
   #lastRefusal = Number.NEGATIVE_INFINITY;
+  /** Since when something has waited without a break (ms), +∞ while nothing waits. */
+  #standingSince = Number.POSITIVE_INFINITY;
+  /**
+   * The most that can wait first in, first out and still start within the allowance: the
+   * allowance at the rate requests started in the last step throughout which something waited (a
+   * rate the instance's capacity set, not its demand); +∞ before any such step, or once the queue
+   * was idle for a second.
+   */
+  #fitsLength = Number.POSITIVE_INFINITY;
   /** Requests started in the step, and the rate they started at, smoothed over steps (a second). */
   #stepStart = 0;
   #stepStarts = 0;
@@ -163,11 +174,19 @@ export class AdmissionQueue<T extends Waiting> {
   push(item: T): boolean {
     if (this.length >= this.maxLength) return false;
     this.#items.push(item);
-    this.length++;
+    if (this.length++ === 0) this.#standingSince = item.at;
+    // More waits than can start within the allowance in order: the newest could not be answered
+    // in time first in, first out, and the oldest will be refused: overloaded now, newest first,
+    // rather than once the oldest has waited out the allowance (at twice C, half the allowance
+    // later; at three times, as much again).
+    if (this.length > this.#fitsLength && !this.#overloaded) this.#refused(item.at);
     if (this.#timer === undefined) {
       const now = performance.now();
       // Idle for over a second: the rate requests started at then says nothing of now.
-      if (now - this.#stepStart > 1000) this.#startsPerS = 0;
+      if (now - this.#stepStart > 1000) {
+        this.#startsPerS = 0;
+        this.#fitsLength = Number.POSITIVE_INFINITY;
+      }
       this.#stepStart = now;
       this.#stepStarts = 0;
       this.#busy(); // (its next reading is of the steps from now on)
@@ -186,7 +205,12 @@ export class AdmissionQueue<T extends Waiting> {
   drop(item: T): void {
     if (item.out) return;
     item.out = true;
-    this.length--;
+    this.#left();
+  }
+
+  /** One fewer waits. */
+  #left(): void {
+    if (--this.length === 0) this.#standingSince = Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -199,7 +223,7 @@ export class AdmissionQueue<T extends Waiting> {
       const item = (this.#overloaded ? this.#items.pop() : this.#items[this.#head++]) as T;
       if (item.out) continue;
       item.out = true;
-      this.length--;
+      this.#left();
       // (None left has waited past the allowance: expire() refused those, oldest first.)
       this.#stepStarts++;
       this.#compact();
@@ -223,7 +247,7 @@ export class AdmissionQueue<T extends Waiting> {
       if (now - oldest.at <= timeoutMs) break;
       this.#head++;
       oldest.out = true;
-      this.length--;
+      this.#left();
       this.#refused(now);
       this.refuse(oldest);
     }
@@ -286,6 +310,11 @@ export class AdmissionQueue<T extends Waiting> {
     const now = performance.now();
     if (now - this.#stepStart >= STEP_MS) {
       const perS = (1000 * this.#stepStarts) / (now - this.#stepStart);
+      // (Something waited throughout the step: what started is what the instance could start. In
+      // a stall the smoothed rate falls slower than the stall's, and the higher is taken: a queue
+      // longer than it says would wait past the allowance at the stall's rate too.)
+      if (this.#standingSince <= this.#stepStart && perS > 0)
+        this.#fitsLength = (Math.max(perS, this.#startsPerS) * this.allowanceMs) / 1000;
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
