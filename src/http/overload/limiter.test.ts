@@ -94,6 +94,33 @@ describe('the limit on requests executing', () => {
     expect(Math.max(...limits.slice(-20))).toBeLessThan(100);
   });
 
+  it('after a quiet spell, follows what the instance delivers now, not its peak before the spell', () => {
+    // Saturated at 5,000 a second (a limit of about 312), then every request answered and 5 s of
+    // nothing, then saturated again at 1,000 a second (the database slower now): a target of
+    // 62.5 ms is about 62 executing. The peak before the spell would hold the limit near 312 for
+    // 2 s of new windows, each request in flight five times the target.
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 5000, initial: 20, targetMs: 62.5 });
+    const clock = { now: 0 };
+    drive(limiter, clock, 60, { capacity: 5000, leastMs: 1 });
+    expect(limiter.limit).toBeGreaterThan(250);
+    while (limiter.inflight > 0) limiter.release(1, clock.now);
+    clock.now += 5000;
+    const limits = drive(limiter, clock, 6, { capacity: 1000, leastMs: 5 });
+    expect(limits.at(-1)).toBeLessThan(100);
+  });
+
+  it('reads no quiet spell as a fall in throughput: the same instance after it keeps its limit', () => {
+    const limiter = new ConcurrencyLimiter({ min: 8, max: 5000, initial: 20, targetMs: 62.5 });
+    const clock = { now: 0 };
+    drive(limiter, clock, 60, { capacity: 5000, leastMs: 1 });
+    const before = limiter.limit;
+    while (limiter.inflight > 0) limiter.release(1, clock.now);
+    clock.now += 5000;
+    // (A window spanning the spell would read a few answers in 5 s: the limit halved.)
+    const limits = drive(limiter, clock, 10, { capacity: 5000, leastMs: 1 });
+    expect(Math.min(...limits)).toBeGreaterThan(0.8 * before);
+  });
+
   it('keeps its minimum for requests that take longer alone than the target (a password hash)', () => {
     // 40 a second at most, 100 ms each alone: the knee is 4 executing, under the minimum of 8.
     const limiter = new ConcurrencyLimiter({ min: 8, max: 1000, initial: 50, targetMs: 62.5, minSamples: 2 });

@@ -26,7 +26,8 @@
 // service times (from the complete request to its answer: a client that sends its body slowly
 // spends its own time, not the instance's) of the requests answered in it. The limit moves only
 // after a window in which it bound (a request waited for a place, or every place was taken): a
-// window of less demand says nothing about what the instance can deliver.
+// window of less demand says nothing about what the instance can deliver. The peak is of the
+// windows of the last 2 s by the clock: a quiet spell forgets it, and no window spans one.
 
 export interface LimiterOptions {
   min: number;
@@ -51,8 +52,13 @@ const upperBoundOf = (bucket: number): number => BUCKET_BASE_MS * 2 ** ((bucket 
 /** The least the mean over the p99 of the service time is taken as (an even spread). */
 const MIN_SPREAD = 0.5;
 
-/** Windows the peak throughput is the maximum of (about 2 s). */
-const PEAK_WINDOWS = 20;
+/**
+ * The peak throughput is the most of the windows that ended in the last 2 s: after a quiet spell
+ * the instance's peak before it says nothing of what it delivers now (a database slowed since, a
+ * dearer mix), and a limit set from it would keep requests in flight for longer than the target
+ * until 2 s of new windows had replaced it.
+ */
+const PEAK_MS = 2000;
 
 export class ConcurrencyLimiter {
   readonly min: number;
@@ -74,8 +80,11 @@ export class ConcurrencyLimiter {
   #p99 = 0;
   /** The service time's mean over its p99 (at least MIN_SPREAD), smoothed over windows. */
   #spread = 1;
-  /** Throughput (answers/s) of the last windows that bound. */
-  readonly #rates: number[] = [];
+  /** Throughput (answers/s) of the windows that bound in the last PEAK_MS, and when each ended. */
+  readonly #rates: { at: number; perS: number }[] = [];
+  /** When the last answer came, and whether it left nothing in flight. */
+  #lastRelease = Number.NaN;
+  #leftIdle = false;
 
   constructor(options: LimiterOptions) {
     if (!(options.min >= 1) || !(options.max >= options.min))
@@ -101,7 +110,7 @@ export class ConcurrencyLimiter {
 
   /** The peak throughput the limit is set from (answers/s; 0 before any window that bound). */
   get peakPerSecond(): number {
-    return this.#rates.length === 0 ? 0 : Math.max(...this.#rates);
+    return this.#rates.reduce((peak, { perS }) => Math.max(peak, perS), 0);
   }
 
   /** Takes a place if one is free (then `release` it once answered); false: the request must wait. */
@@ -133,11 +142,26 @@ export class ConcurrencyLimiter {
     this.inflight--;
     // (Nor from a time that is no time: one NaN would make the limit NaN, which nothing reaches.)
     if (serviceMs === undefined || !Number.isFinite(serviceMs) || serviceMs < 0) return;
-    if (Number.isNaN(this.#windowStart)) this.#windowStart = now - serviceMs;
+    // Idle (the last answer left nothing in flight) for longer than a window: the window starts
+    // again with this answer, so that its rate is of the answers since, not of the quiet spell,
+    // nor of the first requests' service time, in which none could come. (A stall, requests in
+    // flight and no answer, stays in the window: its rate is low.)
+    if (Number.isNaN(this.#windowStart) || (this.#leftIdle && now - this.#lastRelease > this.#windowMs))
+      this.#restart(now);
+    this.#lastRelease = now;
+    this.#leftIdle = this.inflight === 0;
     (this.#histogram[bucketOf(serviceMs)] as number)++;
     this.#count++;
     this.#sum += serviceMs;
     if (this.#count >= this.#minSamples && now - this.#windowStart >= this.#windowMs) this.#update(now);
+  }
+
+  /** A new window from `start`, what the last one held dropped. */
+  #restart(start: number): void {
+    this.#histogram.fill(0);
+    this.#count = 0;
+    this.#sum = 0;
+    this.#windowStart = start;
   }
 
   #quantile(q: number): number {
@@ -165,8 +189,8 @@ export class ConcurrencyLimiter {
     this.#p99 = first ? p99 : 0.7 * this.#p99 + 0.3 * p99;
     this.#spread = first ? spread : 0.7 * this.#spread + 0.3 * spread;
     if (!bound) return;
-    this.#rates.push(rate);
-    if (this.#rates.length > PEAK_WINDOWS) this.#rates.shift();
+    this.#rates.push({ at: now, perS: rate });
+    while ((this.#rates[0]?.at ?? now) < now - PEAK_MS) this.#rates.shift();
     const wanted = (this.peakPerSecond * this.targetMs * this.#spread) / 1000;
     const next = Math.min(2 * this.#limit, Math.max(this.#limit / 2, wanted));
     this.#limit = Math.min(this.max, Math.max(this.min, Math.round(next)));
