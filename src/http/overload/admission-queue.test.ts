@@ -153,6 +153,30 @@ describe('the admission queue', () => {
     expect(Math.max(...startedWaits.map(({ waited }) => waited))).toBeLessThanOrEqual(230);
   });
 
+  it('a burst of twice what fits, all at once and no more, is served in order: as much as starts within the allowance', () => {
+    // A crowd of 100 waits 100 ms in turn for 300 ms (the rate measured: 230 fit), leaves, and
+    // 200 ms later 460 arrive at once. First in, first out, the 230 or so that start within the
+    // allowance are served; newest first, the oldest, all as old, would be refused together
+    // within a fifth of the time it takes to drain (some 90 served).
+    const clock = { ms: 0 };
+    const { queue, refusalsIn, startedWaits } = drive({
+      ms: 1500,
+      clients: 100,
+      get closed() {
+        return clock.ms < 300;
+      },
+      arrive: (ms) => {
+        clock.ms = ms;
+        return ms === 600 ? 460 : 0;
+      },
+      serve: () => 1,
+    });
+    const burst = startedWaits.filter(({ ms }) => ms >= 600);
+    expect(burst.length).toBeGreaterThanOrEqual(220);
+    expect(refusalsIn(0, 600)).toBe(0);
+    expect(queue.length).toBe(0);
+  });
+
   it('a closed loop over what fits: the wait grows until refusing costs at most four refusals a start', () => {
     // 300 clients that send again at once, one place freeing every 2 ms (500 a second): first in,
     // first out, each would wait 600 ms, past the allowance (230 ms). Refused after 10 ms, each

@@ -6,13 +6,14 @@
 // - Normal: first in, first out; a request is refused once it has waited the allowance, the
 //   budget less what it still needs once it leaves the queue (the p99 of the service time of the
 //   requests just answered), never less than 40% of the budget.
-// - Overloaded: once a request has been refused so, or sooner once more wait than could start
-//   within the allowance at the rate requests started in the last step throughout which
-//   something waited (what the instance could start, not what was asked of it), the queue stands
-//   above what fits: the newest are served first (they can still be answered in time), and a
-//   request is refused once it has waited the overloaded wait, so that clients hear soon and
-//   their connections are free for what they send next. A request is never started once it has waited past the allowance. Back to
-//   normal once nothing has been refused for `calmMs`.
+// - Overloaded: once a request has been refused so, or sooner once the queue has stood for half
+//   the allowance, more wait than could start within the allowance at the rate requests started
+//   in the last step throughout which something waited (what the instance could start, not what
+//   was asked of it), and more still arrive than start: the newest are served first (they can
+//   still be answered in time), and a request is refused once it has waited the overloaded wait,
+//   so that clients hear soon and their connections are free for what they send next. A request
+//   is never started once it has waited past the allowance. Back to normal once nothing has
+//   been refused for `calmMs`.
 //
 // What refusing costs: the overloaded wait is the longer of a few ms (`fastMs`) and what keeps
 // the refusals within `refusalsPerStart` for each request the instance starts (or within
@@ -110,10 +111,14 @@ export class AdmissionQueue<T extends Waiting> {
   /**
    * The most that can wait first in, first out and still start within the allowance: the
    * allowance at the rate requests started in the last step throughout which something waited (a
-   * rate the instance's capacity set, not its demand); +∞ before any such step, or once the queue
-   * was idle for a second.
+   * rate the instance's capacity set, not its demand), or the higher smoothed rate; +∞ before
+   * any such step.
    */
   #fitsLength = Number.POSITIVE_INFINITY;
+  /** When #fitsLength was measured: a second later it says nothing of now. */
+  #fitsAt = Number.NEGATIVE_INFINITY;
+  /** What waited at the timer's last tick: more wait now while more arrive than start. */
+  #tickLength = 0;
   /** Requests started in the step, and the rate they started at, smoothed over steps (a second). */
   #stepStart = 0;
   #stepStarts = 0;
@@ -175,25 +180,37 @@ export class AdmissionQueue<T extends Waiting> {
     if (this.length >= this.maxLength) return false;
     this.#items.push(item);
     if (this.length++ === 0) this.#standingSince = item.at;
-    // More waits than can start within the allowance in order: the newest could not be answered
-    // in time first in, first out, and the oldest will be refused: overloaded now, newest first,
-    // rather than once the oldest has waited out the allowance (at twice C, half the allowance
-    // later; at three times, as much again).
-    if (this.length > this.#fitsLength && !this.#overloaded) this.#refused(item.at);
     if (this.#timer === undefined) {
       const now = performance.now();
       // Idle for over a second: the rate requests started at then says nothing of now.
-      if (now - this.#stepStart > 1000) {
-        this.#startsPerS = 0;
-        this.#fitsLength = Number.POSITIVE_INFINITY;
-      }
+      if (now - this.#stepStart > 1000) this.#startsPerS = 0;
       this.#stepStart = now;
       this.#stepStarts = 0;
+      this.#tickLength = 0;
       this.#busy(); // (its next reading is of the steps from now on)
       this.#room = 1;
       this.#timer = setInterval(() => this.#onTimer(), TICK_MS).unref();
     }
+    if (this.length > this.#fitsLength && !this.#overloaded) this.#standsPastWhatFits(item.at);
     return true;
+  }
+
+  /**
+   * More wait than can start within the allowance in order: if the queue has stood for half the
+   * allowance and more still arrive than start, the newest could not be answered in time first
+   * in, first out and the oldest will be refused: overloaded now, newest first, rather than once
+   * the oldest has waited out the allowance (at three times what the instance serves, an
+   * allowance later). A burst that came at once and no more (a pool of connections reopened) is
+   * served in order, as much of it as starts in time: newest first, its oldest, all as old,
+   * would be refused together within a fifth of the time it takes to drain.
+   */
+  #standsPastWhatFits(now: number): void {
+    if (
+      this.length > this.#tickLength &&
+      now - this.#fitsAt <= 1000 &&
+      now - this.#standingSince >= 0.5 * this.allowanceMs
+    )
+      this.#refused(now);
   }
 
   /** A request started at once, not queued: it counts among the starts. */
@@ -313,8 +330,10 @@ export class AdmissionQueue<T extends Waiting> {
       // (Something waited throughout the step: what started is what the instance could start. In
       // a stall the smoothed rate falls slower than the stall's, and the higher is taken: a queue
       // longer than it says would wait past the allowance at the stall's rate too.)
-      if (this.#standingSince <= this.#stepStart && perS > 0)
+      if (this.#standingSince <= this.#stepStart && perS > 0) {
         this.#fitsLength = (Math.max(perS, this.#startsPerS) * this.allowanceMs) / 1000;
+        this.#fitsAt = now;
+      }
       this.#startsPerS = this.#startsPerS === 0 ? perS : 0.7 * this.#startsPerS + 0.3 * perS;
       this.#stepStart = now;
       this.#stepStarts = 0;
@@ -336,6 +355,7 @@ export class AdmissionQueue<T extends Waiting> {
     }
     this.tick();
     this.expire(now);
+    this.#tickLength = this.length;
     if (this.length === 0 && !this.#overloaded) this.stop();
   }
 
