@@ -85,6 +85,8 @@ export class ConcurrencyLimiter {
   /** When the last answer came, and whether it left nothing in flight. */
   #lastRelease = Number.NaN;
   #leftIdle = false;
+  /** An idle spell ended: the next answer with a service time starts a new window. */
+  #afterSpell = false;
 
   constructor(options: LimiterOptions) {
     if (!(options.min >= 1) || !(options.max >= options.min))
@@ -140,28 +142,37 @@ export class ConcurrencyLimiter {
    */
   release(serviceMs: number | undefined, now: number): void {
     this.inflight--;
-    // (Nor from a time that is no time: one NaN would make the limit NaN, which nothing reaches.)
-    if (serviceMs === undefined || !Number.isFinite(serviceMs) || serviceMs < 0) return;
-    // Idle (the last answer left nothing in flight) for longer than a window: the window starts
-    // again with this answer, so that its rate is of the answers since, not of the quiet spell,
-    // nor of the first requests' service time, in which none could come. (A stall, requests in
-    // flight and no answer, stays in the window: its rate is low.)
-    if (Number.isNaN(this.#windowStart) || (this.#leftIdle && now - this.#lastRelease > this.#windowMs))
-      this.#restart(now);
+    // Idle (the last answer left nothing in flight) for longer than a window: the next window
+    // starts with the next answer, so that its rate is of the answers since, not of the quiet
+    // spell, nor of the first requests' service time, in which none could come. (A stall,
+    // requests in flight and no answer, stays in the window. One that began as the instance
+    // emptied does not: the peak, a maximum, never heeded a stall's low rate anyway. Answers
+    // further apart than a window, one at a time, complete no window: the p99 stays as the last
+    // busy window left it.)
+    if (this.#leftIdle && now - this.#lastRelease > this.#windowMs) this.#afterSpell = true;
     this.#lastRelease = now;
     this.#leftIdle = this.inflight === 0;
+    // (Nor from a time that is no time: one NaN would make the limit NaN, which nothing reaches.)
+    if (serviceMs === undefined || !Number.isFinite(serviceMs) || serviceMs < 0) return;
+    if (Number.isNaN(this.#windowStart) || this.#afterSpell) this.#restart(now);
     (this.#histogram[bucketOf(serviceMs)] as number)++;
     this.#count++;
     this.#sum += serviceMs;
     if (this.#count >= this.#minSamples && now - this.#windowStart >= this.#windowMs) this.#update(now);
   }
 
-  /** A new window from `start`, what the last one held dropped. */
+  /**
+   * A new window from `start`, what the last one held dropped, its binding too (a request that
+   * waited before the spell says nothing of the demand after it; one that waits now binds it
+   * again at once).
+   */
   #restart(start: number): void {
     this.#histogram.fill(0);
     this.#count = 0;
     this.#sum = 0;
+    this.#bound = false;
     this.#windowStart = start;
+    this.#afterSpell = false;
   }
 
   #quantile(q: number): number {
