@@ -19,10 +19,10 @@ import { startTracing, type Tracing } from './tracing/tracing.js';
 /**
  * The connections the kernel completes for the port before the process takes them: as many as it
  * allows (Linux caps it at net.core.somaxconn: 4096 by default since 5.4), as Go's net package
- * does, not Node's 511. Past the queue, a new connection's handshake is dropped and its client tries again
- * a second later: a load balancer's pool of thousands reopening at once (a deploy, a failover),
- * or a burst of new clients while the event loop is busy, would otherwise wait out that second
- * before the instance sees a byte of their requests (docs/operations.md#overload).
+ * does, not Node's 511. Past the queue, a new connection's handshake is dropped and its client
+ * tries again a second later: a load balancer's pool of thousands reopening at once (a deploy, a
+ * failover), or a burst of new clients while the event loop is busy, would otherwise wait out
+ * that second before the instance sees a byte of their requests (docs/operations.md#overload).
  */
 const LISTEN_BACKLOG = 65_535;
 

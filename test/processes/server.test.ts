@@ -15,6 +15,9 @@ import { until } from '../support/until.js';
 // Process tests do not depend on the engine under test; they run once, in the embedded run.
 const run = engine === 'pglite';
 
+/** The most backlog the kernel gives a listening socket (Linux; 0 elsewhere). */
+const SOMAXCONN = Number(await readFile('/proc/sys/net/core/somaxconn', 'utf8').catch(() => '0'));
+
 describe.runIf(run)('the server process', () => {
   const dirs: string[] = [];
   afterAll(async () => {
@@ -225,57 +228,57 @@ describe.runIf(run)('the server process', () => {
     agent.destroy();
   });
 
-  it('has the kernel queue a burst of 1,000 new connections while it cannot take them, none dropped', async () => {
-    // Past the listen backlog, Linux drops a new connection's handshake and its client tries again
-    // a second later (Node's default of 511 would leave half of these waiting that second). The
-    // process is stopped, so nothing is accepted while they connect; each must connect at once,
-    // and be answered once the process runs again. (The kernel caps the backlog at somaxconn.)
-    const somaxconn = Number(await readFile('/proc/sys/net/core/somaxconn', 'utf8').catch(() => '0'));
-    if (somaxconn < 1024) {
-      console.warn(`net.core.somaxconn is ${somaxconn}: the burst cannot be queued here`);
-      return;
-    }
-    const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
-    const { port } = new URL(server.url);
-    server.child.kill('SIGSTOP');
-    const sockets: Socket[] = [];
-    try {
-      const started = performance.now();
-      const connected = await Promise.all(
-        Array.from(
-          { length: 1000 },
-          () =>
-            new Promise<number>((resolve, reject) => {
-              const socket = connect({ port: Number(port), host: '127.0.0.1' });
-              sockets.push(socket);
-              socket.once('error', reject).once('connect', () => resolve(performance.now() - started));
-              // (Not connected in 1.5 s: its handshake was dropped, and is tried again.)
-              setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1500).unref();
+  // (The kernel caps the backlog at somaxconn: under 1,024 the burst cannot be queued, and the
+  // test is reported skipped, not passed.)
+  it.skipIf(SOMAXCONN < 1024)(
+    'has the kernel queue a burst of 1,000 new connections while it cannot take them, none dropped',
+    async () => {
+      // Past the listen backlog, Linux drops a new connection's handshake and its client tries again
+      // a second later (Node's default of 511 would leave half of these waiting that second). The
+      // process is stopped, so nothing is accepted while they connect; each must connect at once,
+      // and be answered once the process runs again.
+      const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
+      const { port } = new URL(server.url);
+      server.child.kill('SIGSTOP');
+      const sockets: Socket[] = [];
+      try {
+        const started = performance.now();
+        const connected = await Promise.all(
+          Array.from(
+            { length: 1000 },
+            () =>
+              new Promise<number>((resolve, reject) => {
+                const socket = connect({ port: Number(port), host: '127.0.0.1' });
+                sockets.push(socket);
+                socket.once('error', reject).once('connect', () => resolve(performance.now() - started));
+                // (Not connected in 1.5 s: its handshake was dropped, and is tried again.)
+                setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1500).unref();
+              }),
+          ),
+        );
+        // (A dropped handshake is tried again after a second.)
+        expect(Math.max(...connected)).toBeLessThan(950);
+        const answered = sockets.map(
+          (socket) =>
+            new Promise<string>((resolve, reject) => {
+              let text = '';
+              socket.on('data', (d: Buffer) => (text += d.toString())).once('error', reject);
+              // (Whatever came, once the connection closes or 10 s have passed: a bounded wait.)
+              socket.once('close', () => resolve(text));
+              setTimeout(() => resolve(text), 10_000).unref();
+              socket.write('GET /api/public/health/live HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
             }),
-        ),
-      );
-      // (A dropped handshake is tried again after a second.)
-      expect(Math.max(...connected)).toBeLessThan(950);
-      const answered = sockets.map(
-        (socket) =>
-          new Promise<string>((resolve, reject) => {
-            let text = '';
-            socket.on('data', (d: Buffer) => (text += d.toString())).once('error', reject);
-            // (Whatever came, once the connection closes or 10 s have passed: a bounded wait.)
-            socket.once('close', () => resolve(text));
-            setTimeout(() => resolve(text), 10_000).unref();
-            socket.write('GET /api/public/health/live HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
-          }),
-      );
-      server.child.kill('SIGCONT');
-      const statuses = (await Promise.all(answered)).map((text) => text.slice(0, 12));
-      expect(statuses.filter((s) => s === 'HTTP/1.1 200')).toHaveLength(1000);
-    } finally {
-      server.child.kill('SIGCONT');
-      for (const socket of sockets) socket.destroy();
-      await server.stop();
-    }
-  });
+        );
+        server.child.kill('SIGCONT');
+        const statuses = (await Promise.all(answered)).map((text) => text.slice(0, 12));
+        expect(statuses.filter((s) => s === 'HTTP/1.1 200')).toHaveLength(1000);
+      } finally {
+        server.child.kill('SIGCONT');
+        for (const socket of sockets) socket.destroy();
+        await server.stop();
+      }
+    },
+  );
 
   it('stops on SIGINT too', async () => {
     const server = await runServer({ DATABASE_URL: 'memory://' }).ready;
