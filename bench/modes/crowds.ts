@@ -8,7 +8,9 @@
 //
 // For each request (GET by id, the list page, orders on one product) and crowd (BENCH_CROWDS,
 // default 64,256,1000 clients): 2xx/s, goodput (2xx within 500 ms)/s, the share refused, p50 and
-// p99 of the answers that were not refused, time-outs (2 s), and the service's CPU µs per answer.
+// p99 of the answers that were not refused, time-outs (2 s), the service's CPU µs per answer, and
+// its admission's gauges over the round (read every 200 ms): the most that waited for a place, and
+// the limit's median and least (whether a side's figures owe anything to admission at all).
 // Every round counts: none is left out for what the service answered.
 import {
   DB_URL,
@@ -32,7 +34,7 @@ import {
 } from '../lib/common.js';
 import { closedLoop, type ClosedLoopResult } from '../lib/closed-loop.js';
 import { percentile, type Planned } from '../lib/open-loop.js';
-import { instrumentFirst } from './overload.js';
+import { instrumentFirst, sampleAdmission, type AdmissionSamples } from './overload.js';
 
 const CROWDS = (process.env.BENCH_CROWDS ?? '64,256,1000').split(',').map(Number);
 /** Seconds each side serves a request before its first measured round (BENCH_CROWDS_WARM_UP). */
@@ -62,6 +64,8 @@ interface Run {
   cpuUs: number;
   /** The service's own count of what it shed, by reason, over the run. */
   shed: Record<string, number>;
+  /** Its admission's gauges over the run (whether anything waited for a place, and the limit). */
+  admission: AdmissionSamples;
 }
 
 /** http_requests_shed_total by reason, from the service's metrics port. */
@@ -76,6 +80,7 @@ async function shedCounts(server: Server): Promise<Record<string, number>> {
 async function run(server: Server, request: Request, clients: number, seconds = DURATION): Promise<Run> {
   const shedBefore = await shedCounts(server);
   const before = cpuTicks(server.pid);
+  const sampler = sampleAdmission(server);
   const result = await closedLoop({
     port: server.port,
     clients,
@@ -85,9 +90,10 @@ async function run(server: Server, request: Request, clients: number, seconds = 
     timeoutMs: TIMEOUT_MS,
   });
   const cpuUs = ((cpuTicks(server.pid) - before) * TICK_US) / Math.max(1, result.answered);
+  const admission = await sampler.stop();
   const shedAfter = await shedCounts(server);
   const shed = Object.fromEntries(Object.entries(shedAfter).map(([k, v]) => [k, v - (shedBefore[k] ?? 0)]));
-  return { result, cpuUs, shed };
+  return { result, cpuUs, shed, admission };
 }
 
 /** The shed counts that are not zero, as `limit:12 queue:3`. */
@@ -125,6 +131,8 @@ export async function crowds(): Promise<void> {
       'good/s',
       'refused',
       'shed by',
+      'queued max',
+      'limit p50 / min',
       'p50 ms',
       'p99 ms',
       'time-outs',
@@ -132,7 +140,7 @@ export async function crowds(): Promise<void> {
     ],
   ];
   // One measured round: a row of the table, printed as it comes.
-  const report = (name: string, clients: number, side: string, { result: r, shed, cpuUs }: Run): void => {
+  const report = (name: string, clients: number, side: string, { result: r, shed, cpuUs, admission: a }: Run): void => {
     const line = [
       name,
       String(clients),
@@ -141,6 +149,8 @@ export async function crowds(): Promise<void> {
       f0(r.good / r.seconds),
       `${f2(100 * refusedShare(r))}%`,
       shedText(shed),
+      f0(Math.max(0, ...a.queued.filter(Number.isFinite))),
+      `${f0(percentile(a.limit, 50))} / ${f0(Math.min(...a.limit.filter(Number.isFinite)))}`,
       f1(percentile(r.admitted, 50)),
       f1(percentile(r.admitted, 99)),
       f0(r.timeouts),

@@ -147,7 +147,7 @@ interface Phase {
 }
 
 /** The admission's gauges, read every SAMPLE_MS over a phase. */
-interface AdmissionSamples {
+export interface AdmissionSamples {
   queued: number[];
   /** When each sample was read (ms from the sampler's start). */
   at: number[];
@@ -182,7 +182,7 @@ const SHED_REASONS = ['limit', 'queue', 'event_loop'];
  * Reads the admission's gauges every SAMPLE_MS until stopped, naming only them (a scrape of the
  * whole would reset the event-loop delay's histogram that the phase reads).
  */
-function sampleAdmission(server: Server): { stop: () => Promise<AdmissionSamples> } {
+export function sampleAdmission(server: Server): { stop: () => Promise<AdmissionSamples> } {
   const samples: AdmissionSamples = {
     at: [],
     queued: [],
