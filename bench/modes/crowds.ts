@@ -10,10 +10,13 @@
 // default 64,256,1000 clients): 2xx/s, goodput (2xx within 500 ms)/s, the share refused, p50 and
 // p99 of the answers that were not refused, time-outs (2 s), the service's CPU µs per answer, and
 // its admission's gauges over the round (read every 200 ms): the most that waited for a place, and
-// the limit's median and least (whether a side's figures owe anything to admission at all).
+// the limit's median and least (whether a side's figures owe anything to admission at all); and
+// the load core's busy share with PostgreSQL's CPU in cores (the clients share its core: a side
+// whose clients send more, refused ones again at once, leaves it less).
 // Every round counts: none is left out for what the service answered.
 import {
   DB_URL,
+  LOAD_CORE,
   DURATION,
   ONLY,
   POOL,
@@ -21,10 +24,12 @@ import {
   TICK_US,
   TOKEN,
   USERS,
+  coreTicks,
   cpuTicks,
   f0,
   f1,
   f2,
+  postgresTicks,
   seed,
   service,
   stopServer,
@@ -66,6 +71,10 @@ interface Run {
   shed: Record<string, number>;
   /** Its admission's gauges over the run (whether anything waited for a place, and the limit). */
   admission: AdmissionSamples;
+  /** The load core's busy share over the run (the clients, the probe, PostgreSQL). */
+  loadCore: number;
+  /** PostgreSQL's CPU over the run, in cores (what the clients on its core left it). */
+  postgresCores: number;
 }
 
 /** http_requests_shed_total by reason, from the service's metrics port. */
@@ -80,6 +89,9 @@ async function shedCounts(server: Server): Promise<Record<string, number>> {
 async function run(server: Server, request: Request, clients: number, seconds = DURATION): Promise<Run> {
   const shedBefore = await shedCounts(server);
   const before = cpuTicks(server.pid);
+  const loadBefore = coreTicks(LOAD_CORE);
+  const postgresBefore = postgresTicks();
+  const started = performance.now();
   const sampler = sampleAdmission(server);
   const result = await closedLoop({
     port: server.port,
@@ -91,9 +103,15 @@ async function run(server: Server, request: Request, clients: number, seconds = 
   });
   const cpuUs = ((cpuTicks(server.pid) - before) * TICK_US) / Math.max(1, result.answered);
   const admission = await sampler.stop();
+  const loadAfter = coreTicks(LOAD_CORE);
+  const loadCore = (loadAfter.busy - loadBefore.busy) / Math.max(1, loadAfter.total - loadBefore.total);
+  let postgresUs = 0;
+  for (const [pid, { ticks }] of postgresTicks())
+    postgresUs += (ticks - (postgresBefore.get(pid)?.ticks ?? 0)) * TICK_US;
+  const postgresCores = postgresUs / ((performance.now() - started) * 1000);
   const shedAfter = await shedCounts(server);
   const shed = Object.fromEntries(Object.entries(shedAfter).map(([k, v]) => [k, v - (shedBefore[k] ?? 0)]));
-  return { result, cpuUs, shed, admission };
+  return { result, cpuUs, shed, admission, loadCore, postgresCores };
 }
 
 /** The shed counts that are not zero, as `limit:12 queue:3`. */
@@ -137,10 +155,13 @@ export async function crowds(): Promise<void> {
       'p99 ms',
       'time-outs',
       'µs CPU/answer',
+      'load core',
+      'PostgreSQL cores',
     ],
   ];
   // One measured round: a row of the table, printed as it comes.
-  const report = (name: string, clients: number, side: string, { result: r, shed, cpuUs, admission: a }: Run): void => {
+  const report = (name: string, clients: number, side: string, run: Run): void => {
+    const { result: r, shed, cpuUs, admission: a } = run;
     const line = [
       name,
       String(clients),
@@ -155,6 +176,8 @@ export async function crowds(): Promise<void> {
       f1(percentile(r.admitted, 99)),
       f0(r.timeouts),
       f1(cpuUs),
+      f2(run.loadCore),
+      f2(run.postgresCores),
     ];
     rows.push(line);
     console.log(line.join('  '));
