@@ -130,7 +130,11 @@ async function reencryption(app: FastifyInstance): Promise<void> {
   const run = (first: boolean): void => {
     pass().then(
       (counts) => {
-        report(counts);
+        // (A pass the instance's close stopped part-way says nothing of what is left: its line
+        // would tell an operator that ENCRYPTION_KEY_PREVIOUS can go. `stopped` only turns true,
+        // so false now means it was false throughout the pass. What it found undecryptable is
+        // told all the same.)
+        if (!stopped || counts.undecryptable !== undefined) report(counts);
         if (first) done(counts);
         if (counts.settled !== true && !stopped) {
           timer = setTimeout(() => run(false), RECHECK_EVERY_MS);

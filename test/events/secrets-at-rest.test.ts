@@ -7,8 +7,11 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import { Writable } from 'node:stream';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import fp from 'fastify-plugin';
 import { sql } from 'kysely';
+import { pino } from 'pino';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
@@ -93,11 +96,32 @@ async function notInForm(prefix: string): Promise<string[]> {
   return rows.map((r) => r.value);
 }
 
-/** Another instance on the same database, with its own keys; closed by the caller. */
-async function instanceWith(env: Record<string, string | undefined>, db = app.db): Promise<FastifyInstance> {
+/**
+ * Another instance on the same database, with its own keys; closed by the caller. Its log lines
+ * go to `logs` when given, and `plugins` are registered after its own.
+ */
+async function instanceWith(
+  env: Record<string, string | undefined>,
+  db = app.db,
+  logs?: Record<string, unknown>[],
+  plugins: FastifyPluginAsync[] = [],
+): Promise<FastifyInstance> {
   const base = testConfig(settings);
   const keys = loadConfig({ NODE_ENV: 'test', ...env });
-  return buildApp({ config: { ...base, encryption: keys.encryption }, db });
+  const logger =
+    logs === undefined
+      ? undefined
+      : pino(
+          { level: 'info' },
+          new Writable({
+            write(chunk: Buffer, _encoding, callback) {
+              for (const line of chunk.toString().split('\n'))
+                if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
+              callback();
+            },
+          }),
+        );
+  return buildApp({ config: { ...base, encryption: keys.encryption }, db, plugins, ...(logger ? { logger } : {}) });
 }
 
 describe('a subscription secret', () => {
@@ -397,6 +421,66 @@ describe('ENCRYPTION_KEY', () => {
     await upgraded.close();
     const user = await createUser(app);
     await deliveredSignedBy('legacy', user.id, secret);
+  });
+
+  it('says every value is under the current key only after a pass that ran to its end, not one its close stopped', async () => {
+    await subscribe(api, 'stopped-pass');
+    const next = randomBytes(32).toString('base64');
+    const finished = (logs: Record<string, unknown>[]) =>
+      logs.filter((l) => String(l.msg).startsWith('secrets at rest: every value is encrypted'));
+
+    // The start-up pass held at its first load of secrets, the instance closed meanwhile.
+    let held = false;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const heldDb = app.db.withPlugin({
+      transformQuery: ({ node }) => node,
+      transformResult: async ({ result }) => {
+        const columns = result.rows[0] === undefined ? [] : Object.keys(result.rows[0]);
+        if (!held && columns.includes('secret') && columns.includes('previous_secret')) {
+          held = true;
+          await gate;
+        }
+        return result;
+      },
+    });
+    // (Released by a hook of close's that runs after the instance's own: the pass has been told to
+    // stop by then, and the statement it holds frees the connection that close may need.)
+    const releasedOnClose = fp(async (instance) => {
+      instance.addHook('preClose', (done) => {
+        release();
+        done();
+      });
+    });
+    const stoppedLogs: Record<string, unknown>[] = [];
+    const stopped = await instanceWith(
+      { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY },
+      heldDb,
+      stoppedLogs,
+      [releasedOnClose],
+    );
+    await until('the pass to load the secrets', () => held || undefined);
+    await stopped.close();
+    expect(await stopped.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
+    expect(await notInForm(stopped.encryption.currentPrefix)).not.toEqual([]);
+    expect(finished(stoppedLogs)).toEqual([]);
+
+    // Left to finish, the same pass says so, and leaves nothing under the old key.
+    const runLogs: Record<string, unknown>[] = [];
+    const running = await instanceWith(
+      { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY },
+      app.db,
+      runLogs,
+    );
+    expect((await running.secretsReencrypted).subscriptions).toBeGreaterThanOrEqual(1);
+    expect(finished(runLogs)).toHaveLength(1);
+    expect(await notInForm(running.encryption.currentPrefix)).toEqual([]);
+    await running.close();
+    // Back under the suite's key, for the tests after this one.
+    const back = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS: next });
+    await back.secretsReencrypted;
+    expect(await notInForm(back.encryption.currentPrefix)).toEqual([]);
+    await back.close();
   });
 
   it('rotates with ENCRYPTION_KEY_PREVIOUS: everything is re-encrypted in the background, and the old key can then go', async () => {
