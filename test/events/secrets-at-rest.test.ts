@@ -433,11 +433,15 @@ describe('ENCRYPTION_KEY', () => {
     let held = false;
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
+    let loading: unknown;
     const heldDb = app.db.withPlugin({
-      transformQuery: ({ node }) => node,
-      transformResult: async ({ result }) => {
-        const columns = result.rows[0] === undefined ? [] : Object.keys(result.rows[0]);
-        if (!held && columns.includes('secret') && columns.includes('previous_secret')) {
+      transformQuery: ({ node, queryId }) => {
+        const text = node.kind === 'RawNode' ? node.sqlFragments.join('?') : '';
+        if (text.includes('select id, secret, previous_secret from webhook_subscriptions')) loading = queryId;
+        return node;
+      },
+      transformResult: async ({ result, queryId }) => {
+        if (!held && queryId === loading) {
           held = true;
           await gate;
         }
