@@ -3,7 +3,7 @@
 // or not encrypted at all (rows written before secrets were encrypted): webhook secrets, then the
 // stored answers of Idempotency-Keys, a batch at a time. Each row is rewritten only if it still
 // holds the value read, so instances doing this at once, or a rotation of the secret meanwhile,
-// lose nothing.
+// lose nothing; a pass that found a row changed so leaves it to the next one, and is not finished.
 //
 // During a rolling upgrade, instances of the earlier version keep writing the earlier form after
 // the first new instance has passed over the tables, so one pass cannot leave nothing behind. A
@@ -41,7 +41,13 @@ const SETTLE_MARGIN_MS = 60 * 60_000;
 declare module 'fastify' {
   interface FastifyInstance {
     /** The start-up pass of reencrypt.ts: how many values it rewrote (tests wait for it). */
-    secretsReencrypted: Promise<{ subscriptions: number; answers: number; undecryptable?: number; settled?: true }>;
+    secretsReencrypted: Promise<{
+      subscriptions: number;
+      answers: number;
+      undecryptable?: number;
+      changed?: number;
+      settled?: true;
+    }>;
   }
 }
 
@@ -49,8 +55,11 @@ async function reencryption(app: FastifyInstance): Promise<void> {
   const { encryption, db } = app;
   const prefix = encryption.currentPrefix;
   const settleMs = app.config.idempotencyTtlHours * 3_600_000 + SETTLE_MARGIN_MS;
-  /** Values rewritten; values no configured key decrypts for their row (left as they are). */
-  type Counts = { subscriptions: number; answers: number; undecryptable?: number; settled?: true };
+  /**
+   * Values rewritten; values no configured key decrypts for their row (left as they are); rows
+   * that changed between their read and their rewrite (left to the next pass).
+   */
+  type Counts = { subscriptions: number; answers: number; undecryptable?: number; changed?: number; settled?: true };
   let done: (counts: Counts) => void = () => {};
   app.decorate(
     'secretsReencrypted',
@@ -72,6 +81,9 @@ async function reencryption(app: FastifyInstance): Promise<void> {
     const settled = !encryption.rotating && (await passSettled(db, prefix, settleMs)) === true;
     const startedAt = new Date();
     let undecryptable = 0;
+    // (A row rewritten only if it still holds what was read: one that changed meanwhile, a secret
+    // rotated with the old one copied into previous_secret, may hold a value under the old key.)
+    let changed = 0;
     /** `value` re-encrypted, or undefined (counted) when no configured key decrypts it for its row. */
     const again = (value: string, purpose: Purpose, binding: string): string | undefined => {
       try {
@@ -92,11 +104,17 @@ async function reencryption(app: FastifyInstance): Promise<void> {
         const secret = again(row.secret, 'webhook-secret', binding);
         const previous = row.previous_secret === null ? null : again(row.previous_secret, 'webhook-secret', binding);
         if (secret === undefined || previous === undefined) continue;
-        subscriptions += await rewriteSubscriptionSecrets(db, row, { secret, previous_secret: previous });
+        const written = await rewriteSubscriptionSecrets(db, row, { secret, previous_secret: previous });
+        subscriptions += written;
+        changed += 1 - written;
       }
       afterId = (rows.at(-1) as SecretsRow).id;
     }
-    if (settled) return { subscriptions, answers: 0, ...(undecryptable > 0 ? { undecryptable } : {}), settled };
+    /** What the pass left: values no key decrypts, rows that changed under it. */
+    const left = () => ({ ...(undecryptable > 0 ? { undecryptable } : {}), ...(changed > 0 ? { changed } : {}) });
+    // (Settled, but a secret changed under the pass: not settled for this pass, so that the next
+    // one, in RECHECK_EVERY_MS, looks again.)
+    if (settled) return { subscriptions, answers: 0, ...left(), ...(changed > 0 ? {} : { settled }) };
     let answers = 0;
     for (let after = { subject: '', key: '' }; !stopped;) {
       const rows = await storedAnswersToReencrypt(db, prefix, after, BATCH);
@@ -105,12 +123,15 @@ async function reencryption(app: FastifyInstance): Promise<void> {
         const body = again(r.body, 'idempotency-answer', answerBinding(r.subject, r.key));
         return body === undefined ? [] : [{ ...r, next: body }];
       });
-      answers += await rewriteAnswerBodies(db, next);
+      const written = await rewriteAnswerBodies(db, next);
+      answers += written;
+      changed += next.length - written;
       after = rows.at(-1) as (typeof rows)[number];
     }
-    // A value left undecryptable keeps the pass unfinished: the next one looks again.
-    if (!stopped && undecryptable === 0) await recordPass(db, prefix, startedAt);
-    return { subscriptions, answers, ...(undecryptable > 0 ? { undecryptable } : {}) };
+    // A value left undecryptable, or a row that changed under the pass, keeps it unfinished: the
+    // next one looks again.
+    if (!stopped && undecryptable === 0 && changed === 0) await recordPass(db, prefix, startedAt);
+    return { subscriptions, answers, ...left() };
   }
 
   const report = (counts: Counts): void => {
@@ -118,6 +139,11 @@ async function reencryption(app: FastifyInstance): Promise<void> {
       app.log.error(
         counts,
         'secrets at rest: some values decrypt under no configured key for their row (ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS); they stay as they are',
+      );
+    else if (counts.changed !== undefined)
+      app.log.info(
+        counts,
+        'secrets at rest: some values changed while this pass re-encrypted them; the next pass converts them',
       );
     else if (counts.settled !== true || counts.subscriptions > 0)
       app.log.info(

@@ -19,7 +19,7 @@ import { answerBinding } from '../../src/crypto/encryption.js';
 import { rewriteAnswerBodies } from '../../src/crypto/reencrypt.repository.js';
 import { loadConfig } from '../../src/config/config.js';
 import { asAdmin, aUserRequest, createUser } from '../support/factories.js';
-import { buildTestApp, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
+import { buildTestApp, engine, TEST_ENCRYPTION_KEY, testConfig } from '../support/test-app.js';
 import { until } from '../support/until.js';
 
 const received: { path: string; headers: IncomingMessage['headers']; body: string }[] = [];
@@ -423,69 +423,130 @@ describe('ENCRYPTION_KEY', () => {
     await deliveredSignedBy('legacy', user.id, secret);
   });
 
-  it('says every value is under the current key only after a pass that ran to its end, not one its close stopped', async () => {
-    await subscribe(api, 'stopped-pass');
-    const next = randomBytes(32).toString('base64');
-    const finished = (logs: Record<string, unknown>[]) =>
-      logs.filter((l) => String(l.msg).startsWith('secrets at rest: every value is encrypted'));
-
-    // The start-up pass held at its first load of secrets, the instance closed meanwhile.
-    let held = false;
+  /**
+   * The suite's database with a pass held once it has loaded its first batch of secrets, until
+   * `release()`: a pass caught between reading rows and rewriting them.
+   */
+  function heldAtFirstLoad() {
+    const state = { held: false };
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
     let loading: unknown;
-    const heldDb = app.db.withPlugin({
+    const db = app.db.withPlugin({
       transformQuery: ({ node, queryId }) => {
         const text = node.kind === 'RawNode' ? node.sqlFragments.join('?') : '';
         if (text.includes('select id, secret, previous_secret from webhook_subscriptions')) loading = queryId;
         return node;
       },
       transformResult: async ({ result, queryId }) => {
-        if (!held && queryId === loading) {
-          held = true;
+        if (!state.held && queryId === loading) {
+          state.held = true;
           await gate;
         }
         return result;
       },
     });
+    return {
+      db,
+      state,
+      release: () => {
+        release();
+      },
+    };
+  }
+  const finished = (logs: Record<string, unknown>[]) =>
+    logs.filter((l) => String(l.msg).startsWith('secrets at rest: every value is encrypted'));
+  /** Every value back under the suite's key from `from`, for the tests after this one. */
+  async function backFrom(from: string): Promise<void> {
+    const back = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS: from });
+    await back.secretsReencrypted;
+    await back.close();
+    expect(await notInForm(back.encryption.currentPrefix)).toEqual([]);
+  }
+
+  it('says every value is under the current key only after a pass that ran to its end, not one its close stopped', async () => {
+    await subscribe(api, 'stopped-pass');
+    const next = randomBytes(32).toString('base64');
+    const env = { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY };
+    const hold = heldAtFirstLoad();
     // (Released by a hook of close's that runs after the instance's own: the pass has been told to
     // stop by then, and the statement it holds frees the connection that close may need.)
     const releasedOnClose = fp(async (instance) => {
       instance.addHook('preClose', (done) => {
-        release();
+        hold.release();
         done();
       });
     });
     const stoppedLogs: Record<string, unknown>[] = [];
-    const stopped = await instanceWith(
-      { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY },
-      heldDb,
-      stoppedLogs,
-      [releasedOnClose],
-    );
-    await until('the pass to load the secrets', () => held || undefined);
-    await stopped.close();
-    expect(await stopped.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
-    expect(await notInForm(stopped.encryption.currentPrefix)).not.toEqual([]);
-    expect(finished(stoppedLogs)).toEqual([]);
+    const stopped = await instanceWith(env, hold.db, stoppedLogs, [releasedOnClose]);
+    try {
+      await until('the pass to load the secrets', () => hold.state.held || undefined);
+      await stopped.close();
+      expect(await stopped.secretsReencrypted).toEqual({ subscriptions: 0, answers: 0 });
+      expect(await notInForm(stopped.encryption.currentPrefix)).not.toEqual([]);
+      expect(finished(stoppedLogs)).toEqual([]);
 
-    // Left to finish, the same pass says so, and leaves nothing under the old key.
-    const runLogs: Record<string, unknown>[] = [];
-    const running = await instanceWith(
-      { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY },
-      app.db,
-      runLogs,
-    );
-    expect((await running.secretsReencrypted).subscriptions).toBeGreaterThanOrEqual(1);
-    expect(finished(runLogs)).toHaveLength(1);
-    expect(await notInForm(running.encryption.currentPrefix)).toEqual([]);
-    await running.close();
-    // Back under the suite's key, for the tests after this one.
-    const back = await instanceWith({ ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ENCRYPTION_KEY_PREVIOUS: next });
-    await back.secretsReencrypted;
-    expect(await notInForm(back.encryption.currentPrefix)).toEqual([]);
-    await back.close();
+      // Left to finish, the same pass says so, and leaves nothing under the old key.
+      const runLogs: Record<string, unknown>[] = [];
+      const running = await instanceWith(env, app.db, runLogs);
+      try {
+        expect((await running.secretsReencrypted).subscriptions).toBeGreaterThanOrEqual(1);
+        expect(finished(runLogs)).toHaveLength(1);
+        expect(await notInForm(running.encryption.currentPrefix)).toEqual([]);
+      } finally {
+        await running.close();
+      }
+    } finally {
+      hold.release();
+      await stopped.close(); // (again, if a check above failed first: a second close waits for the first)
+      await backFrom(next);
+    }
   });
+
+  // (PostgreSQL alone: a pass held between its read and its rewrite holds PGlite's one connection,
+  // so nothing else could write meanwhile there.)
+  it.runIf(engine === 'postgres')(
+    'leaves a secret rotated between its read and its rewrite to the next pass, and says no more than that',
+    async () => {
+      const sub = await subscribe(api, 'raced-pass');
+      const next = randomBytes(32).toString('base64');
+      const env = { ENCRYPTION_KEY: next, ENCRYPTION_KEY_PREVIOUS: TEST_ENCRYPTION_KEY };
+      const hold = heldAtFirstLoad();
+      const logs: Record<string, unknown>[] = [];
+      const raced = await instanceWith(env, hold.db, logs);
+      try {
+        await until('the pass to load the secrets', () => hold.state.held || undefined);
+        // An instance still on the old key rotates the secret meanwhile: its old one, stored
+        // under the old key, moves to previous_secret.
+        const rotated = await api({ method: 'POST', url: `/api/v1/webhook-subscriptions/${sub.id}/secret-rotation` });
+        expect(rotated.statusCode).toBe(200);
+        hold.release();
+        const counts = await raced.secretsReencrypted;
+        await raced.close();
+        expect(counts.changed).toBeGreaterThanOrEqual(1);
+        expect(finished(logs)).toEqual([]);
+        expect(logs.some((l) => String(l.msg).startsWith('secrets at rest: some values changed'))).toBe(true);
+        expect(await notInForm(raced.encryption.currentPrefix)).not.toEqual([]);
+        const { rows } = await sql<{ n: number }>`
+          select count(*)::int as n from encryption_passes where prefix = ${raced.encryption.currentPrefix}`.execute(
+          app.db,
+        );
+        expect(rows[0]?.n).toBe(0);
+
+        // The next pass converts it, and says so.
+        const nextLogs: Record<string, unknown>[] = [];
+        const after = await instanceWith(env, app.db, nextLogs);
+        await after.secretsReencrypted;
+        await after.close();
+        expect(finished(nextLogs)).toHaveLength(1);
+        expect(await notInForm(after.encryption.currentPrefix)).toEqual([]);
+      } finally {
+        hold.release();
+        await raced.close();
+        await backFrom(next);
+      }
+    },
+  );
 
   it('rotates with ENCRYPTION_KEY_PREVIOUS: everything is re-encrypted in the background, and the old key can then go', async () => {
     const sub = await subscribe(api, 'rotation');
