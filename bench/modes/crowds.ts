@@ -29,6 +29,7 @@ import {
   f0,
   f1,
   f2,
+  postgresDelta,
   postgresTicks,
   seed,
   service,
@@ -102,13 +103,12 @@ async function run(server: Server, request: Request, clients: number, seconds = 
     timeoutMs: TIMEOUT_MS,
   });
   const cpuUs = ((cpuTicks(server.pid) - before) * TICK_US) / Math.max(1, result.answered);
-  const admission = await sampler.stop();
+  // (Read before the sampler's last wait, which would add idle time to both.)
   const loadAfter = coreTicks(LOAD_CORE);
   const loadCore = (loadAfter.busy - loadBefore.busy) / Math.max(1, loadAfter.total - loadBefore.total);
-  let postgresUs = 0;
-  for (const [pid, { ticks }] of postgresTicks())
-    postgresUs += (ticks - (postgresBefore.get(pid)?.ticks ?? 0)) * TICK_US;
+  const postgresUs = [...postgresDelta(postgresBefore, postgresTicks()).values()].reduce((a, b) => a + b, 0) * TICK_US;
   const postgresCores = postgresUs / ((performance.now() - started) * 1000);
+  const admission = await sampler.stop();
   const shedAfter = await shedCounts(server);
   const shed = Object.fromEntries(Object.entries(shedAfter).map(([k, v]) => [k, v - (shedBefore[k] ?? 0)]));
   return { result, cpuUs, shed, admission, loadCore, postgresCores };
@@ -170,8 +170,11 @@ export async function crowds(): Promise<void> {
       f0(r.good / r.seconds),
       `${f2(100 * refusedShare(r))}%`,
       shedText(shed),
-      f0(Math.max(0, ...a.queued.filter(Number.isFinite))),
-      `${f0(percentile(a.limit, 50))} / ${f0(Math.min(...a.limit.filter(Number.isFinite)))}`,
+      // (No sample read in time, in the busiest rounds: '-', not a 0 that would say nothing waited.)
+      a.queued.length === 0 ? '-' : f0(Math.max(...a.queued.filter(Number.isFinite))),
+      a.limit.length === 0
+        ? '-'
+        : `${f0(percentile(a.limit.filter(Number.isFinite), 50))} / ${f0(Math.min(...a.limit.filter(Number.isFinite)))}`,
       f1(percentile(r.admitted, 50)),
       f1(percentile(r.admitted, 99)),
       f0(r.timeouts),
