@@ -293,24 +293,27 @@ describe('a closed loop of clients that send again at once', () => {
         headers: { authorization: ADMIN },
       });
     for (const port of ports) await run(port, 2, 0.5);
-    // Statuses summed over the rounds: the unprotected instance's, the limited one's that never
-    // refuses, the protected one's.
-    const [unprotected, limitOnly, protectedLoop] = [0, 1, 2].map(() => new Map<number, number>()) as [
-      Map<number, number>,
-      Map<number, number>,
-      Map<number, number>,
-    ];
+    // Each round's statuses: the unprotected instance's, the limited one's that never refuses, the
+    // protected one's.
+    const rounds: Map<number, number>[][] = [[], [], []];
     // (Each round starts from the next instance: none always follows the same one.)
     for (let i = 0; i < 3; i++)
       for (let j = 0; j < 3; j++) {
         const k = (i + j) % 3;
-        const into = [unprotected, limitOnly, protectedLoop][k] as Map<number, number>;
-        for (const [status, n] of (await run(ports[k] as number, 24, 1)).statuses)
-          into.set(status, (into.get(status) ?? 0) + n);
+        rounds[k]?.push((await run(ports[k] as number, 24, 1)).statuses);
       }
-    const served = (statuses: Map<number, number>) => statuses.get(200) ?? 0;
-    expect(unprotected.get(503) ?? 0).toBe(0);
-    expect(limitOnly.get(503) ?? 0).toBe(0);
+    const [unprotected, limitOnly, protectedLoop] = rounds as [
+      Map<number, number>[],
+      Map<number, number>[],
+      Map<number, number>[],
+    ];
+    const count = (of: Map<number, number>[], status: number) => of.reduce((n, r) => n + (r.get(status) ?? 0), 0);
+    // What an instance served in its middle round of three: a moment of a loaded host (a stall
+    // past the budget of 100 ms starts refusals, and their regime lasts its calm period) falls on
+    // one round, not on the comparison.
+    const served = (of: Map<number, number>[]) => of.map((r) => r.get(200) ?? 0).sort((a, b) => a - b)[1] ?? 0;
+    expect(count(unprotected, 503)).toBe(0);
+    expect(count(limitOnly, 503)).toBe(0);
     // Refusing costs at most 15% of what the same limit serves without refusing (0.94–1.06× by
     // hand, nothing refused; a refusal storm left a tenth or less).
     expect(served(protectedLoop)).toBeGreaterThanOrEqual(0.85 * served(limitOnly));
@@ -320,7 +323,7 @@ describe('a closed loop of clients that send again at once', () => {
     expect(served(protectedLoop)).toBeGreaterThanOrEqual(0.5 * served(unprotected));
     // At most one refusal per client per 40 ms (40% of the budget, the least a request waits
     // before it is refused in the normal regime).
-    expect(protectedLoop.get(503) ?? 0).toBeLessThanOrEqual((24 * 3000) / 40);
+    expect(count(protectedLoop, 503)).toBeLessThanOrEqual((24 * 3000) / 40);
   });
 });
 
